@@ -1,0 +1,46 @@
+# One library per folder (in the manner of abseil's absl_cc_library):
+#   ledgerkv_cc_library(NAME wal SRCS a.cc HDRS a.h DEPS ledgerkv::ledger)
+# defines target ledgerkv_wal with alias ledgerkv::wal, PUBLIC deps, PRIVATE
+# warnings, C++20.
+set(LEDGERKV_WARNINGS -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers)
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  list(APPEND LEDGERKV_WARNINGS -Wthread-safety -Werror=thread-safety)
+endif()
+
+function(ledgerkv_cc_library)
+  cmake_parse_arguments(L "" "NAME" "SRCS;HDRS;DEPS" ${ARGN})
+  add_library(ledgerkv_${L_NAME} STATIC ${L_SRCS} ${L_HDRS})
+  add_library(ledgerkv::${L_NAME} ALIAS ledgerkv_${L_NAME})
+  target_include_directories(ledgerkv_${L_NAME} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+  target_link_libraries(ledgerkv_${L_NAME} PUBLIC ${L_DEPS})
+  target_compile_options(ledgerkv_${L_NAME} PRIVATE ${LEDGERKV_WARNINGS})
+  target_compile_features(ledgerkv_${L_NAME} PUBLIC cxx_std_20)
+  if(LEDGERKV_FAULT_POINTS)
+    target_compile_definitions(ledgerkv_${L_NAME} PUBLIC LEDGERKV_FAULT_POINTS=1)
+  endif()
+endfunction()
+
+# ledgerkv_cc_test(NAME log_writer_test SRCS log_writer_test.cc DEPS ledgerkv::wal
+#                  [LABELS slow] [TIMEOUT 300])
+function(ledgerkv_cc_test)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${T_NAME} ${T_SRCS})
+  target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  target_compile_options(${T_NAME} PRIVATE ${LEDGERKV_WARNINGS})
+  add_test(NAME ${T_NAME} COMMAND ${T_NAME})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT}
+    ENVIRONMENT "LEDGERKV_BIN_DIR=${PROJECT_BINARY_DIR}")
+  if(T_LABELS)
+    set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}")
+  endif()
+endfunction()
+
+function(ledgerkv_cc_binary)
+  cmake_parse_arguments(B "" "NAME" "SRCS;DEPS" ${ARGN})
+  add_executable(${B_NAME} ${B_SRCS})
+  target_link_libraries(${B_NAME} PRIVATE ${B_DEPS})
+  target_compile_options(${B_NAME} PRIVATE ${LEDGERKV_WARNINGS})
+endfunction()
