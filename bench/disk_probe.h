@@ -1,0 +1,21 @@
+// Raw disk limits, measured in the same run as every ledgerkv figure so that
+// results can be reported as ratios (docs/performance.md).
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ledgerkv::bench {
+
+struct DiskLimits {
+  double fdatasyncs_per_sec = 0;  // 4 KiB overwrite + fdatasync, one at a time
+  double seq_write_mb_per_sec = 0;  // 1 MiB appends, fdatasync every 8 MiB
+};
+
+// Measures the disk holding `dir` for about `duration` per figure, using a
+// scratch file that is removed afterwards.
+absl::StatusOr<DiskLimits> MeasureDisk(const std::string& dir, absl::Duration duration);
+
+}  // namespace ledgerkv::bench

@@ -1,0 +1,138 @@
+#include "tests/process_util.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace ledgerkv::testing {
+
+std::string BinaryPath(const std::string& relative) {
+  const char* dir = std::getenv("LEDGERKV_BIN_DIR");
+  if (dir != nullptr) return absl::StrCat(dir, "/", relative);
+  auto self = std::filesystem::read_symlink("/proc/self/exe");
+  // Test binaries live one folder below the build root.
+  return (self.parent_path().parent_path() / relative).string();
+}
+
+absl::StatusOr<std::unique_ptr<Process>> Process::Start(std::vector<std::string> argv,
+                                                         const std::string& ready_marker,
+                                                         absl::Duration timeout) {
+  std::unique_ptr<Process> p(new Process());
+  static int counter = 0;
+  p->log_path_ = absl::StrCat(std::filesystem::temp_directory_path().string(), "/ledgerkv-proc-",
+                              getpid(), "-", counter++, ".log");
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    dup2(pipefd[1], STDOUT_FILENO);
+    int log = open(p->log_path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+    if (log >= 0) dup2(log, STDERR_FILENO);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(pipefd[1]);
+  p->pid_ = pid;
+  p->stdout_fd_ = pipefd[0];
+  std::string buf;
+  absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    size_t nl;
+    while ((nl = buf.find('\n')) != std::string::npos) {
+      std::string line = buf.substr(0, nl);
+      buf.erase(0, nl + 1);
+      if (line.find(ready_marker) != std::string::npos) {
+        p->ready_line_ = line;
+        return p;
+      }
+    }
+    int remaining = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    if (remaining <= 0) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("no '", ready_marker, "' from ", argv[0], "; stderr: ", p->LogTail()));
+    }
+    pollfd pfd{p->stdout_fd_, POLLIN, 0};
+    if (poll(&pfd, 1, remaining) <= 0) continue;
+    char chunk[4096];
+    ssize_t n = read(p->stdout_fd_, chunk, sizeof(chunk));
+    if (n <= 0) {
+      int status = 0;
+      waitpid(p->pid_, &status, 0);
+      p->pid_ = -1;
+      return absl::InternalError(absl::StrCat(argv[0], " exited (status ", status,
+                                              ") before ready; stderr: ", p->LogTail()));
+    }
+    buf.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+Process::~Process() {
+  Kill();
+  if (stdout_fd_ >= 0) close(stdout_fd_);
+  if (!log_path_.empty()) std::filesystem::remove(log_path_);
+}
+
+void Process::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  int status;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+int Process::Terminate(absl::Duration timeout) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    int status;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  Kill();
+  return -1;
+}
+
+void Process::Stop() {
+  if (pid_ > 0) kill(pid_, SIGSTOP);
+}
+void Process::Continue() {
+  if (pid_ > 0) kill(pid_, SIGCONT);
+}
+
+std::string Process::LogTail(size_t bytes) const {
+  std::ifstream in(log_path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  return s.size() > bytes ? s.substr(s.size() - bytes) : s;
+}
+
+TempDir::TempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "ledgerkv-test-XXXXXX").string();
+  char* made = mkdtemp(tmpl.data());
+  path_ = made != nullptr ? made : "";
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
+}  // namespace ledgerkv::testing

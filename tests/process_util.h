@@ -1,0 +1,62 @@
+// Starting and killing real `ledgerkv` processes from tests.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ledgerkv::testing {
+
+// Path of a binary built in this build tree (LEDGERKV_BIN_DIR is set by
+// ctest; falls back to the path relative to the test binary).
+std::string BinaryPath(const std::string& relative);
+
+// A child process with stdout piped to the parent; stderr goes to a log file
+// (printed when a test fails, see LogTail).
+class Process {
+ public:
+  // Starts `argv` and waits until a stdout line contains `ready_marker`
+  // (returned by ready_line()). DEADLINE_EXCEEDED if it does not appear in
+  // `timeout`; INTERNAL if the process exits first (with the stderr tail).
+  static absl::StatusOr<std::unique_ptr<Process>> Start(std::vector<std::string> argv,
+                                                        const std::string& ready_marker,
+                                                        absl::Duration timeout = absl::Seconds(30));
+  ~Process();  // kill -9 if still running
+
+  pid_t pid() const { return pid_; }
+  const std::string& ready_line() const { return ready_line_; }
+
+  // kill -9 and reap.
+  void Kill();
+  // SIGTERM; returns the exit status (or -1 if it had to be killed after `timeout`).
+  int Terminate(absl::Duration timeout = absl::Seconds(10));
+  void Stop();      // SIGSTOP
+  void Continue();  // SIGCONT
+  // The last `bytes` of the process's stderr.
+  std::string LogTail(size_t bytes = 4000) const;
+
+ private:
+  Process() = default;
+  pid_t pid_ = -1;
+  int stdout_fd_ = -1;
+  std::string log_path_;
+  std::string ready_line_;
+};
+
+// A fresh directory under the test temp dir, removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace ledgerkv::testing
