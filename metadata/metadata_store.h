@@ -99,7 +99,8 @@ class MetadataStore {
   virtual ~MetadataStore() = default;
 
   // Returns the value and version of `key`.
-  // NOT_FOUND if the key does not exist; UNAVAILABLE if the store is unreachable.
+  // NOT_FOUND if the key does not exist; UNAVAILABLE if the store is unreachable;
+  // INVALID_ARGUMENT for an empty key.
   virtual absl::StatusOr<VersionedValue> Get(std::string_view key) = 0;
 
   // Writes `key` if its version equals `expected_version` (kMustNotExist:
@@ -113,7 +114,8 @@ class MetadataStore {
                                       SessionId session = kNoSession) = 0;
 
   // Deletes `key` if its version equals `expected_version` (or kAnyVersion).
-  // NOT_FOUND if the key does not exist; ABORTED on a version mismatch.
+  // NOT_FOUND if the key does not exist; ABORTED on a version mismatch;
+  // INVALID_ARGUMENT for an empty key.
   virtual absl::Status Delete(std::string_view key, Version expected_version) = 0;
 
   // Returns every key starting with `prefix`, in key order, from one
@@ -123,14 +125,17 @@ class MetadataStore {
 
   // Atomically: if every compare holds, applies every op in order.
   // Returns succeeded=false (and changes nothing) when a compare fails.
-  // INVALID_ARGUMENT for empty keys; NOT_FOUND for an ended session.
+  // INVALID_ARGUMENT for empty keys, or two ops on one key (etcd rejects
+  // those too); NOT_FOUND for an ended session. A delete of an absent key is
+  // a no-op; a txn that changes nothing does not raise the revision.
   virtual absl::StatusOr<TxnResult> Txn(const std::vector<TxnCompare>& compares,
                                         const std::vector<TxnOp>& ops) = 0;
 
   // Delivers, in revision order, every change to keys under `prefix` with
   // revision >= from_version (0: only changes after the call), then new
   // changes as they commit. OUT_OF_RANGE if from_version is older than the
-  // history the store still keeps (the caller re-lists and watches anew).
+  // history the store still keeps (the caller re-lists and watches anew);
+  // INVALID_ARGUMENT if it is negative.
   virtual absl::StatusOr<std::unique_ptr<WatchHandle>> Watch(std::string_view prefix,
                                                              Version from_version,
                                                              WatchCallback callback) = 0;
