@@ -1,0 +1,74 @@
+#include "ledger/bookie_pool.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "proto/metadata.pb.h"
+
+namespace ledgerkv::ledger {
+
+BookiePool::BookiePool(metadata::MetadataStore* store, metadata::Keys keys)
+    : store_(store), keys_(std::move(keys)) {}
+
+std::shared_ptr<BookieConn> BookiePool::ForAddress(const std::string& address) {
+  absl::MutexLock l(&mu_);
+  auto& conn = by_address_[address];
+  if (conn == nullptr) {
+    grpc::ChannelArguments args;
+    // Bookies are peers on a local network: come back quickly after a
+    // restart instead of gRPC's default backoff that grows to two minutes.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    // Batched reads may exceed the 4 MiB default.
+    args.SetMaxReceiveMessageSize(64 << 20);
+    args.SetMaxSendMessageSize(64 << 20);
+    // A channel of its own per pool: a test's stopped bookie must not leave
+    // a shared, backed-off subchannel behind for other clients.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    conn = std::make_shared<BookieConn>();
+    conn->address = address;
+    conn->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    conn->stub = bookie::v1::Bookie::NewStub(conn->channel);
+  }
+  return conn;
+}
+
+absl::StatusOr<std::shared_ptr<BookieConn>> BookiePool::ForBookie(const std::string& bookie_id) {
+  std::string cached;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = address_of_.find(bookie_id);
+    if (it != address_of_.end()) cached = it->second;
+  }
+  if (!cached.empty()) return ForAddress(cached);
+  auto got = store_->Get(keys_.Bookie(bookie_id));
+  if (absl::IsNotFound(got.status())) {
+    return absl::UnavailableError(absl::StrCat("bookie ", bookie_id, " is not registered (down?)"));
+  }
+  if (!got.ok()) {
+    return absl::UnavailableError(absl::StrCat("cannot resolve bookie ", bookie_id, ": ",
+                                               got.status().ToString()));
+  }
+  meta::v1::BookieRegistration registration;
+  if (!registration.ParseFromString(got->value) || registration.address().empty()) {
+    return absl::DataLossError(absl::StrCat("unparsable registration of bookie ", bookie_id));
+  }
+  Learn(bookie_id, registration.address());
+  return ForAddress(registration.address());
+}
+
+void BookiePool::Learn(const std::string& bookie_id, const std::string& address) {
+  absl::MutexLock l(&mu_);
+  address_of_[bookie_id] = address;
+}
+
+void BookiePool::Forget(const std::string& bookie_id) {
+  absl::MutexLock l(&mu_);
+  address_of_.erase(bookie_id);
+}
+
+}  // namespace ledgerkv::ledger

@@ -1,0 +1,64 @@
+// BookiePool: one gRPC channel and stub per bookie address, shared by every
+// writer, reader and recoverer of a LedgerClient, and the resolution of
+// bookie ids (as stored in ledger metadata) to addresses through the bookie
+// registrations in the metadata store.
+//
+// Thread-safe. ForAddress never blocks; ForBookie may read the metadata
+// store and so must not be called from a gRPC callback.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/channel.h"
+#include "metadata/metadata_store.h"
+#include "proto/bookie.grpc.pb.h"
+
+namespace ledgerkv::ledger {
+
+struct BookieConn {
+  std::string address;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<bookie::v1::Bookie::Stub> stub;
+};
+
+class BookiePool {
+ public:
+  // REQUIRES: store outlives the pool.
+  BookiePool(metadata::MetadataStore* store, metadata::Keys keys);
+
+  BookiePool(const BookiePool&) = delete;
+  BookiePool& operator=(const BookiePool&) = delete;
+
+  // Returns the connection to `address`, creating its channel on first use.
+  // Channels reconnect by themselves with a short backoff (a restarted
+  // bookie is reachable again within about a second).
+  std::shared_ptr<BookieConn> ForAddress(const std::string& address);
+
+  // Returns the connection to bookie `bookie_id`, resolving its address from
+  // its registration the first time (cached afterwards).
+  // UNAVAILABLE if the bookie is not registered (it is down) or the store
+  // cannot be read; DATA_LOSS if the registration does not parse.
+  absl::StatusOr<std::shared_ptr<BookieConn>> ForBookie(const std::string& bookie_id);
+
+  // Records the address of `bookie_id` (e.g. from a registration listing).
+  void Learn(const std::string& bookie_id, const std::string& address);
+
+  // Forgets the cached address of `bookie_id`, so the next ForBookie
+  // re-reads its registration (the bookie may have moved).
+  void Forget(const std::string& bookie_id);
+
+ private:
+  metadata::MetadataStore* const store_;
+  const metadata::Keys keys_;
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<BookieConn>> by_address_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::string> address_of_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ledgerkv::ledger

@@ -1,0 +1,70 @@
+#include "ledger/client_core.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "google/protobuf/util/message_differencer.h"
+
+namespace ledgerkv::ledger {
+
+absl::StatusOr<VersionedLedger> LoadLedger(const ClientCore& core, uint64_t id) {
+  auto got = core.store->Get(core.keys.Ledger(id));
+  if (absl::IsNotFound(got.status())) {
+    return absl::NotFoundError(absl::StrCat("ledger ", id, " not found"));
+  }
+  if (!got.ok()) return got.status();
+  VersionedLedger out;
+  out.version = got->version;
+  if (!out.metadata.ParseFromString(got->value) || out.metadata.segments_size() == 0 ||
+      out.metadata.segments(0).first_entry_id() != 0) {
+    return absl::DataLossError(absl::StrCat("metadata of ledger ", id, " is unparsable"));
+  }
+  return out;
+}
+
+absl::StatusOr<metadata::Version> StoreLedger(const ClientCore& core,
+                                              const meta::v1::LedgerMetadata& metadata,
+                                              metadata::Version expected) {
+  const std::string key = core.keys.Ledger(metadata.id());
+  const std::string value = metadata.SerializeAsString();
+  absl::Duration backoff = absl::Milliseconds(20);
+  for (int attempt = 0;; ++attempt) {
+    auto put = core.store->Put(key, value, expected);
+    if (put.ok() || !absl::IsUnavailable(put.status()) ||
+        attempt + 1 >= core.options.metadata_retries) {
+      return put;
+    }
+    // A transient error may have been a lost reply to a successful write;
+    // the retry then fails with ABORTED and callers re-read, which is the
+    // same path as losing the race to someone else.
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(1));
+  }
+}
+
+bool SameLedger(const meta::v1::LedgerMetadata& a, const meta::v1::LedgerMetadata& b) {
+  return google::protobuf::util::MessageDifferencer::Equals(a, b);
+}
+
+bool SameSegments(const meta::v1::LedgerMetadata& a, const meta::v1::LedgerMetadata& b) {
+  if (a.segments_size() != b.segments_size()) return false;
+  for (int i = 0; i < a.segments_size(); ++i) {
+    if (!google::protobuf::util::MessageDifferencer::Equals(a.segments(i), b.segments(i))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status FencedError(uint64_t ledger_id) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("ledger ", ledger_id, " fenced: it was recovered or closed by another client"));
+}
+
+std::string Describe(const meta::v1::LedgerMetadata& metadata) {
+  return absl::StrCat("ledger ", metadata.id(), " (E=", metadata.ensemble_size(),
+                      " Qw=", metadata.write_quorum(), " Qa=", metadata.ack_quorum(), ", ",
+                      meta::v1::LedgerState_Name(metadata.state()), ", ",
+                      metadata.segments_size(), " segments)");
+}
+
+}  // namespace ledgerkv::ledger

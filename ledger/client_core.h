@@ -1,0 +1,68 @@
+// ClientCore: what a LedgerClient shares with the writers, readers and
+// recoverers it creates (options, metadata store, key layout, bookie
+// channels, placement), held by shared_ptr so that any of them may outlive
+// the client object. Plus the ledger-metadata load/CAS helpers all of them use.
+//
+// Internal to ledger/.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ledger/bookie_pool.h"
+#include "ledger/options.h"
+#include "ledger/placement.h"
+#include "metadata/metadata_store.h"
+#include "proto/metadata.pb.h"
+
+namespace ledgerkv::ledger {
+
+struct ClientCore {
+  explicit ClientCore(ClientOptions opts)
+      : options(std::move(opts)),
+        store(options.metadata),
+        keys(options.cluster),
+        pool(options.metadata, keys),
+        placement(options.metadata, keys) {}
+
+  const ClientOptions options;
+  metadata::MetadataStore* const store;
+  const metadata::Keys keys;
+  BookiePool pool;
+  Placement placement;
+};
+
+struct VersionedLedger {
+  meta::v1::LedgerMetadata metadata;
+  metadata::Version version = 0;
+};
+
+// Reads and parses the metadata of ledger `id`.
+// NOT_FOUND "ledger N not found"; DATA_LOSS if it does not parse or has no
+// segment; the store's error otherwise.
+absl::StatusOr<VersionedLedger> LoadLedger(const ClientCore& core, uint64_t id);
+
+// Writes `metadata` if the stored version is still `expected` (CAS),
+// retrying transient store errors (UNAVAILABLE) up to
+// options.metadata_retries times. Returns the new version; ABORTED when the
+// version moved (nothing written).
+absl::StatusOr<metadata::Version> StoreLedger(const ClientCore& core,
+                                              const meta::v1::LedgerMetadata& metadata,
+                                              metadata::Version expected);
+
+// Whether two metadata records are equal (whole record / segment lists).
+// Used after a CAS reported ABORTED to recognise our own write whose reply
+// was lost, and to tell a harmless concurrent update from a takeover.
+bool SameLedger(const meta::v1::LedgerMetadata& a, const meta::v1::LedgerMetadata& b);
+bool SameSegments(const meta::v1::LedgerMetadata& a, const meta::v1::LedgerMetadata& b);
+
+// Error returned to writers that lost their ledger to recovery or a close (L5).
+absl::Status FencedError(uint64_t ledger_id);
+
+// Short description for messages: "ledger 7 (E=3 Qw=2 Qa=2, OPEN, 2 segments)".
+std::string Describe(const meta::v1::LedgerMetadata& metadata);
+
+}  // namespace ledgerkv::ledger

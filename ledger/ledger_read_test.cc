@@ -1,0 +1,195 @@
+// Read path of the ledger client against real bookies: the LAC bound (L6),
+// tailing readers, corrupt replicas (L10), deletion and bookie GC.
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "ledger/ledger_test_util.h"
+#include "proto/bookie.grpc.pb.h"
+
+namespace ledgerkv::ledger {
+namespace {
+
+using testing::ExpectReadable;
+using testing::PayloadFor;
+using testing::Quorums;
+using testing::TestCluster;
+
+TEST(LedgerReadTest, L6_ReaderNeverSeesBeyondLacOrLastEntry) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
+  for (int i = 0; i < 10; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
+
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+  EXPECT_FALSE(reader->closed());
+  // Entry 9 is on the bookies, but only entry 10 would carry LAC 9.
+  EXPECT_EQ(reader->last_readable(), 8);
+  EXPECT_LE(reader->last_readable(), writer->lac());
+  auto beyond = reader->Read(9, 9);
+  EXPECT_EQ(beyond.status().code(), absl::StatusCode::kOutOfRange) << beyond.status();
+  EXPECT_EQ(reader->Read(5, 12).status().code(), absl::StatusCode::kOutOfRange);
+  ExpectReadable(*reader, 0, 8);
+
+  for (int i = 10; i < 20; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
+  LKV_ASSIGN_OR_FAIL(int64_t lac, reader->ReadLac());
+  EXPECT_EQ(lac, 18);
+  ExpectReadable(*reader, 9, 18);
+
+  LKV_ASSERT_OK(writer->Close());
+  LKV_ASSIGN_OR_FAIL(lac, reader->ReadLac());
+  EXPECT_EQ(lac, 19);
+  EXPECT_TRUE(reader->closed());
+  ExpectReadable(*reader, 19, 19);
+  EXPECT_EQ(reader->Read(19, 20).status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST(LedgerReadTest, TailingReaderWaitForLacWakesWhenTheWriterAppends) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
+  LKV_ASSERT_OK(writer->Append(PayloadFor(0)));
+  LKV_ASSERT_OK(writer->Append(PayloadFor(1)));
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+  ASSERT_EQ(reader->last_readable(), 0);
+
+  EXPECT_EQ(reader->WaitForLac(0, absl::Milliseconds(200)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+
+  absl::Notification woke;
+  absl::StatusOr<int64_t> waited;
+  const absl::Time start = absl::Now();
+  std::thread tail([&] {
+    waited = reader->WaitForLac(0, absl::Seconds(20));
+    woke.Notify();
+  });
+  EXPECT_FALSE(woke.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
+  LKV_ASSERT_OK(writer->Append(PayloadFor(2)));  // carries LAC 1
+  tail.join();
+  ASSERT_TRUE(waited.ok()) << waited.status();
+  EXPECT_GE(*waited, 1);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "the long poll did not wake on the append";
+  ExpectReadable(*reader, 0, 1);
+
+  LKV_ASSERT_OK(writer->Close());
+  LKV_ASSIGN_OR_FAIL(int64_t last, reader->WaitForLac(1, absl::Seconds(5)));
+  EXPECT_EQ(last, 2);
+  EXPECT_EQ(reader->WaitForLac(2, absl::Seconds(5)).status().code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+// Flips one payload byte of every stored copy of `marker` in the journal
+// files under `dir`. Returns how many copies it corrupted.
+int CorruptJournal(const std::string& dir, const std::string& marker) {
+  int hits = 0;
+  for (const auto& file : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!file.is_regular_file() ||
+        file.path().filename().string().find("journal") == std::string::npos) {
+      continue;
+    }
+    std::string bytes;
+    {
+      std::ifstream in(file.path(), std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    bool changed = false;
+    for (size_t pos = bytes.find(marker); pos != std::string::npos;
+         pos = bytes.find(marker, pos + 1)) {
+      bytes[pos + marker.size()] ^= 0x20;
+      changed = true;
+      ++hits;
+    }
+    if (changed) {
+      std::ofstream out(file.path(), std::ios::binary | std::ios::trunc);
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+  }
+  return hits;
+}
+
+TEST(LedgerReadTest, L10_CorruptReplicaIsSkippedAndNoIntactReplicaIsDataLoss) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
+  uint64_t id;
+  {
+    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 2)));
+    id = writer->id();
+    for (int i = 0; i < 10; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
+    LKV_ASSERT_OK(writer->Close());
+  }
+  cluster->StopBookie(0);
+  cluster->StopBookie(1);
+  // Entry 3: one replica corrupt. Entry 6: both.
+  EXPECT_EQ(CorruptJournal(cluster->data_dir(0), "payload-3-"), 1);
+  EXPECT_EQ(CorruptJournal(cluster->data_dir(0), "payload-6-"), 1);
+  EXPECT_EQ(CorruptJournal(cluster->data_dir(1), "payload-6-"), 1);
+  LKV_ASSERT_OK(cluster->RestartBookie(0));
+  LKV_ASSERT_OK(cluster->RestartBookie(1));
+
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(id, OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, 5);  // entry 3 from the intact replica
+  ExpectReadable(*reader, 3, 3);
+  auto lost = reader->Read(6, 6);
+  EXPECT_EQ(lost.status().code(), absl::StatusCode::kDataLoss) << lost.status();
+  EXPECT_EQ(reader->Read(0, 9).status().code(), absl::StatusCode::kDataLoss);
+  ExpectReadable(*reader, 7, 9);
+}
+
+// Asks bookie `address` directly for entry 0 of `ledger_id`.
+bookie::v1::Code RawReadCode(const std::string& address, uint64_t ledger_id) {
+  auto stub = bookie::v1::Bookie::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  bookie::v1::ReadRequest request;
+  request.set_ledger_id(ledger_id);
+  request.set_first_entry_id(0);
+  request.set_count(1);
+  bookie::v1::ReadResponse response;
+  grpc::Status status = stub->Read(&ctx, request, &response);
+  if (!status.ok()) return bookie::v1::IO_ERROR;
+  if (response.code() != bookie::v1::OK) return response.code();
+  return response.results_size() > 0 ? response.results(0).code() : bookie::v1::CODE_UNSPECIFIED;
+}
+
+TEST(LedgerReadTest, DeleteThenBookieGcReclaimsEntriesAndKeepsOtherLedgers) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto doomed, client->CreateLedger(Quorums(3, 3, 2)));
+  LKV_ASSIGN_OR_FAIL(auto kept, client->CreateLedger(Quorums(3, 3, 2)));
+  for (int i = 0; i < 5; ++i) {
+    LKV_ASSERT_OK(doomed->Append(PayloadFor(i)));
+    LKV_ASSERT_OK(kept->Append(PayloadFor(i)));
+  }
+  LKV_ASSERT_OK(doomed->Close());
+  LKV_ASSERT_OK(kept->Close());
+  for (int b = 0; b < 3; ++b) {
+    EXPECT_EQ(RawReadCode(cluster->bookie(b)->address(), doomed->id()), bookie::v1::OK);
+  }
+
+  LKV_ASSERT_OK(client->DeleteLedger(doomed->id()));
+  EXPECT_TRUE(absl::IsNotFound(client->OpenLedger(doomed->id(), OpenMode::kNoRecovery).status()));
+  EXPECT_TRUE(absl::IsNotFound(client->DeleteLedger(doomed->id())));
+  for (int b = 0; b < 3; ++b) {
+    LKV_ASSERT_OK(cluster->bookie(b)->RunGcOnce());
+    EXPECT_EQ(RawReadCode(cluster->bookie(b)->address(), doomed->id()),
+              bookie::v1::NO_SUCH_LEDGER);
+  }
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(kept->id(), OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, 4);
+}
+
+}  // namespace
+}  // namespace ledgerkv::ledger

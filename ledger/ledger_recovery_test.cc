@@ -1,0 +1,325 @@
+// Open with recovery against real bookies: writer crashes (L2, L3), split
+// brain (L5), lost fence requests and replies (L8, BookKeeper issue 2614),
+// concurrent recoverers (L9), replacing a dead bookie during recovery.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "base/fault_point.h"
+#include "gtest/gtest.h"
+#include "ledger/ledger_test_util.h"
+#include "proto/metadata.pb.h"
+
+namespace ledgerkv::ledger {
+namespace {
+
+using testing::AppendRange;
+using testing::ExpectReadable;
+using testing::PayloadFor;
+using testing::Quorums;
+using testing::TestCluster;
+
+// Appends in the background, `window` adds in flight, until stopped or an
+// append fails; remembers every acknowledged id and the first error.
+class Appender {
+ public:
+  Appender(LedgerWriter* writer, int window) : writer_(writer), window_(window) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Appender() { Stop(); }
+
+  void Stop() {
+    {
+      absl::MutexLock l(&mu_);
+      stop_ = true;
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+  // Stops issuing appends (those in flight stay in flight) and returns once
+  // the writer is no longer touched by this thread, so it may be destroyed.
+  void Halt() {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+    auto halted = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return halted_; };
+    mu_.Await(absl::Condition(&halted));
+  }
+  void WaitForAcks(int64_t n) {
+    absl::MutexLock l(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return static_cast<int64_t>(acked_.size()) >= n || !first_error_.ok();
+    };
+    mu_.Await(absl::Condition(&enough));
+  }
+  // Waits until the writer has failed (or `stop` was called and all
+  // callbacks returned).
+  void WaitForError() {
+    absl::MutexLock l(&mu_);
+    auto failed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !first_error_.ok(); };
+    mu_.Await(absl::Condition(&failed));
+  }
+  std::vector<int64_t> acked() {
+    absl::MutexLock l(&mu_);
+    return acked_;
+  }
+  absl::Status first_error() {
+    absl::MutexLock l(&mu_);
+    return first_error_;
+  }
+
+ private:
+  void Run() {
+    for (int64_t i = 0;; ++i) {
+      {
+        absl::MutexLock l(&mu_);
+        auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stop_ || !first_error_.ok() || in_flight_ < window_;
+        };
+        mu_.Await(absl::Condition(&ready));
+        if (stop_ || !first_error_.ok()) break;
+        ++in_flight_;
+      }
+      writer_->AppendAsync(PayloadFor(i), [this](absl::StatusOr<int64_t> r) {
+        absl::MutexLock l(&mu_);
+        --in_flight_;
+        if (r.ok()) {
+          acked_.push_back(*r);
+        } else if (first_error_.ok()) {
+          first_error_ = r.status();
+        }
+      });
+    }
+    absl::MutexLock l(&mu_);
+    halted_ = true;
+    auto drained = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ == 0; };
+    mu_.Await(absl::Condition(&drained));
+  }
+
+  LedgerWriter* const writer_;
+  const int window_;
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool halted_ ABSL_GUARDED_BY(mu_) = false;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<int64_t> acked_ ABSL_GUARDED_BY(mu_);
+  absl::Status first_error_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+int64_t MaxOf(const std::vector<int64_t>& ids) {
+  int64_t m = -1;
+  for (int64_t id : ids) m = std::max(m, id);
+  return m;
+}
+
+void ExpectFenced(const absl::Status& status) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_NE(status.message().find("fenced"), std::string::npos) << status;
+}
+
+TEST(LedgerRecoveryTest, L3_AfterWriterCrashEveryEntryUpToLastIsReadableAndNoneAboveAcked) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
+  const uint64_t id = writer->id();
+  std::vector<int64_t> acked;
+  {
+    Appender appender(writer.get(), 64);
+    appender.WaitForAcks(150);
+    // The writer crashes with adds in flight.
+    appender.Halt();
+    writer.reset();
+    appender.Stop();
+    acked = appender.acked();
+  }
+  ASSERT_GE(acked.size(), 150u);
+
+  LKV_ASSIGN_OR_FAIL(auto other, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, other->OpenLedger(id, OpenMode::kRecover));
+  ASSERT_TRUE(reader->closed());
+  const int64_t last = reader->last_readable();
+  EXPECT_GE(last, MaxOf(acked));
+  ExpectReadable(*reader, 0, last);
+  EXPECT_EQ(reader->Read(last + 1, last + 1).status().code(), absl::StatusCode::kOutOfRange);
+  uint64_t length = 0;
+  for (int64_t i = 0; i <= last; ++i) length += PayloadFor(i).size();
+  EXPECT_EQ(reader->metadata().length(), length);
+
+  // Recovering a closed ledger changes nothing.
+  LKV_ASSIGN_OR_FAIL(auto before, other->GetLedgerMetadata(id));
+  LKV_ASSIGN_OR_FAIL(auto again, other->OpenLedger(id, OpenMode::kRecover));
+  EXPECT_EQ(again->last_readable(), last);
+  LKV_ASSIGN_OR_FAIL(auto after, other->GetLedgerMetadata(id));
+  EXPECT_EQ(before.SerializeAsString(), after.SerializeAsString());
+}
+
+TEST(LedgerRecoveryTest, L5_SplitBrainFencedWriterIsNeverAcknowledgedAgain) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client_a, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client_a->CreateLedger(Quorums(3, 2, 2)));
+  Appender appender(writer.get(), 16);
+  appender.WaitForAcks(50);
+
+  // B takes over while A keeps appending.
+  LKV_ASSIGN_OR_FAIL(auto client_b, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, client_b->OpenLedger(writer->id(), OpenMode::kRecover));
+  const int64_t last = reader->last_readable();
+
+  appender.WaitForError();
+  ExpectFenced(appender.first_error());
+  appender.Stop();
+  // Every id A ever saw acknowledged is kept.
+  EXPECT_LE(MaxOf(appender.acked()), last);
+  EXPECT_GE(static_cast<int64_t>(appender.acked().size()), 50);
+  // A never gets another ack, and cannot close over B's result.
+  for (int i = 0; i < 5; ++i) ExpectFenced(writer->Append("late").status());
+  ExpectFenced(writer->Close());
+  ExpectReadable(*reader, 0, last);
+  LKV_ASSIGN_OR_FAIL(auto md, client_b->GetLedgerMetadata(writer->id()));
+  EXPECT_EQ(md.state(), meta::v1::CLOSED);
+  EXPECT_EQ(md.last_entry_id(), last);
+}
+
+// BookKeeper issue 2614: E=3 Qw=2 Qa=2 plus a spare; the fence request to
+// one bookie is lost; the writer keeps appending and, as a bookie dies,
+// tries an ensemble change while recovery runs. No acknowledged entry may be
+// truncated, and the writer must end fenced.
+TEST(LedgerRecoveryTest, L8_LostFenceRequestDuringEnsembleChangeNeverTruncatesAckedEntry) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(1)));
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
+  const meta::v1::Segment segment = writer->metadata().segments(0);
+  const std::string deaf = segment.bookies(1);  // never hears the fence
+  const std::string dying = segment.bookies(0);
+  Appender appender(writer.get(), 8);
+  appender.WaitForAcks(40);
+
+  FaultPoints::Get().Arm("bookie.fence.drop_request",
+                         [deaf](std::string_view bookie) { return bookie == deaf; });
+  cluster->StopBookie(cluster->IndexOf(dying));  // the writer starts an ensemble change
+
+  LKV_ASSIGN_OR_FAIL(auto recoverer, cluster->NewClient(absl::Seconds(1)));
+  absl::StatusOr<std::unique_ptr<LedgerReader>> reader;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    reader = recoverer->OpenLedger(writer->id(), OpenMode::kRecover);
+    if (reader.ok()) break;
+    // Without the deaf bookie's fence, the write quorum {dying, deaf} may
+    // have no fenced member: recovery must refuse, not guess.
+    EXPECT_TRUE(absl::IsUnavailable(reader.status())) << reader.status();
+    FaultPoints::Get().DisarmAll();  // the network heals
+  }
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const int64_t last = (*reader)->last_readable();
+
+  appender.WaitForError();
+  ExpectFenced(appender.first_error());
+  appender.Stop();
+  EXPECT_LE(MaxOf(appender.acked()), last) << "an acknowledged entry was truncated";
+  ExpectFenced(writer->Append("after recovery").status());
+  ExpectReadable(**reader, 0, last);
+}
+
+TEST(LedgerRecoveryTest, L8_WithoutEnoughFenceRepliesRecoveryFailsAndTruncatesNothing) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(1)));
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
+  const uint64_t id = writer->id();
+  for (const auto& r : AppendRange(*writer, 0, 29, 8)) LKV_ASSERT_OK(r);
+  const meta::v1::Segment segment = writer->metadata().segments(0);
+  writer.reset();  // writer crash
+
+  // Bookie 1 fences but the reply to the fence request is lost (later
+  // fenced reads get through); bookie 2 is down. The write quorum {1, 2}
+  // then has no confirmed fenced member, and recovery must not proceed even
+  // though every read it could do next would be answered.
+  const std::string lost_reply = segment.bookies(1);
+  auto dropped = std::make_shared<std::atomic<int>>(0);
+  FaultPoints::Get().Arm("bookie.fence.drop_reply", [lost_reply, dropped](std::string_view bookie) {
+    return bookie == lost_reply && dropped->fetch_add(1) == 0;
+  });
+  const int down = cluster->IndexOf(segment.bookies(2));
+  cluster->StopBookie(down);
+
+  LKV_ASSIGN_OR_FAIL(auto recoverer, cluster->NewClient(absl::Seconds(1)));
+  auto failed = recoverer->OpenLedger(id, OpenMode::kRecover);
+  EXPECT_TRUE(absl::IsUnavailable(failed.status())) << failed.status();
+  LKV_ASSIGN_OR_FAIL(auto md, recoverer->GetLedgerMetadata(id));
+  EXPECT_EQ(md.state(), meta::v1::IN_RECOVERY);  // nothing decided, nothing truncated
+  EXPECT_EQ(dropped->load(), 1);
+
+  FaultPoints::Get().DisarmAll();
+  LKV_ASSERT_OK(cluster->RestartBookie(down));
+  LKV_ASSIGN_OR_FAIL(auto reader, recoverer->OpenLedger(id, OpenMode::kRecover));
+  EXPECT_EQ(reader->last_readable(), 29);
+  ExpectReadable(*reader, 0, 29);
+}
+
+TEST(LedgerRecoveryTest, L9_ConcurrentRecoverersAgreeOnLastEntry) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  for (int round = 0; round < 3; ++round) {
+    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
+    const uint64_t id = writer->id();
+    std::vector<int64_t> acked;
+    {
+      Appender appender(writer.get(), 32);
+      appender.WaitForAcks(20 + 10 * round);
+      appender.Halt();
+      writer.reset();
+      appender.Stop();
+      acked = appender.acked();
+    }
+    absl::StatusOr<std::unique_ptr<LedgerReader>> results[2];
+    std::thread recoverers[2];
+    for (int k = 0; k < 2; ++k) {
+      recoverers[k] = std::thread([&, k] {
+        auto c = cluster->NewClient();
+        if (!c.ok()) {
+          results[k] = c.status();
+          return;
+        }
+        results[k] = (*c)->OpenLedger(id, OpenMode::kRecover);
+      });
+    }
+    for (auto& t : recoverers) t.join();
+    for (auto& r : results) ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(results[0].value()->last_readable(), results[1].value()->last_readable());
+    EXPECT_EQ(results[0].value()->metadata().length(), results[1].value()->metadata().length());
+    EXPECT_GE(results[0].value()->last_readable(), MaxOf(acked));
+    ExpectReadable(*results[1].value(), 0, results[1].value()->last_readable());
+  }
+}
+
+TEST(LedgerRecoveryTest, L2_RecoveryReplacesDeadBookieBeforeNamingItInMetadata) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  // Qa = Qw: a re-add cannot complete without every member of a write set.
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 3)));
+  const uint64_t id = writer->id();
+  // One at a time, so that entry 29 carries LAC 28.
+  for (int i = 0; i < 30; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
+  const meta::v1::Segment segment = writer->metadata().segments(0);
+  writer.reset();
+  // The bookies know LAC 28 (piggybacked on entry 29): entry 29 must be
+  // re-added, and one member of its write set is dead.
+  const std::string dead = segment.bookies(2);
+  cluster->StopBookie(cluster->IndexOf(dead));
+
+  LKV_ASSIGN_OR_FAIL(auto other, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, other->OpenLedger(id, OpenMode::kRecover));
+  EXPECT_EQ(reader->last_readable(), 29);
+  const meta::v1::LedgerMetadata md = reader->metadata();
+  ASSERT_EQ(md.segments_size(), 2);
+  EXPECT_EQ(md.segments(1).first_entry_id(), 29);
+  EXPECT_NE(md.segments(1).bookies(2), dead);
+  EXPECT_EQ(md.segments(1).bookies(0), segment.bookies(0));
+  ExpectReadable(*reader, 0, 29);
+}
+
+}  // namespace
+}  // namespace ledgerkv::ledger

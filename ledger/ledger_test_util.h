@@ -1,0 +1,226 @@
+// Test fixture for the ledger client: N real bookies (BookieServer, gRPC on
+// 127.0.0.1, real fsync) registered in an embedded metadata store, all in a
+// temporary directory, with stop/restart of single bookies. Test-only.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "base/status_macros.h"
+#include "ledger/bookie/bookie_server.h"
+#include "ledger/ledger_client.h"
+#include "metadata/embedded_store.h"
+
+namespace ledgerkv::ledger::testing {
+
+// A fresh directory under $TEST_TMPDIR (or /tmp), removed on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TEST_TMPDIR");
+    std::string pattern = absl::StrCat(base != nullptr ? base : "/tmp", "/ledger_test.XXXXXX");
+    std::vector<char> buf(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    const char* made = ::mkdtemp(buf.data());
+    path_ = made != nullptr ? made : "";
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+class TestCluster {
+ public:
+  struct Options {
+    int bookies = 3;
+    bool sync = true;
+  };
+
+  // Opens the metadata store and starts `options.bookies` bookies.
+  static absl::StatusOr<std::unique_ptr<TestCluster>> Start(Options options) {
+    std::unique_ptr<TestCluster> cluster(new TestCluster(options));
+    if (cluster->dir_.path().empty()) return absl::InternalError("mkdtemp failed");
+    ASSIGN_OR_RETURN(cluster->store_,
+                     metadata::EmbeddedStore::Open(cluster->dir_.path() + "/metadata"));
+    for (int i = 0; i < options.bookies; ++i) RETURN_IF_ERROR(cluster->AddBookie());
+    return cluster;
+  }
+
+  ~TestCluster() {
+    // Bookies first: they hold sessions in the store.
+    for (auto& b : bookies_) b.server.reset();
+  }
+
+  metadata::MetadataStore* store() { return store_.get(); }
+  int size() const { return static_cast<int>(bookies_.size()); }
+
+  // Starts one more bookie (a spare, for ensemble changes).
+  absl::Status AddBookie() {
+    Bookie b;
+    b.data_dir = absl::StrCat(dir_.path(), "/bookie", bookies_.size());
+    bookie::BookieOptions bo;
+    bo.data_dir = b.data_dir;
+    bo.sync = options_.sync;
+    bo.metadata = store_.get();
+    ASSIGN_OR_RETURN(b.server, bookie::BookieServer::Start(bo));
+    b.address = b.server->address();
+    b.id = b.server->bookie_id();
+    bookies_.push_back(std::move(b));
+    return absl::OkStatus();
+  }
+
+  // nullptr while stopped.
+  bookie::BookieServer* bookie(int i) { return bookies_[i].server.get(); }
+  const std::string& bookie_id(int i) const { return bookies_[i].id; }
+  const std::string& data_dir(int i) const { return bookies_[i].data_dir; }
+  // Index of the bookie with this id, or -1.
+  int IndexOf(const std::string& id) const {
+    for (int i = 0; i < size(); ++i) {
+      if (bookies_[i].id == id) return i;
+    }
+    return -1;
+  }
+
+  // Stops bookie i (deregisters it; its data stays on disk).
+  void StopBookie(int i) { bookies_[i].server.reset(); }
+
+  // Starts bookie i again on the same address, id and data directory.
+  absl::Status RestartBookie(int i) {
+    Bookie& b = bookies_[i];
+    bookie::BookieOptions bo;
+    bo.data_dir = b.data_dir;
+    bo.listen = b.address;
+    bo.bookie_id = b.id;
+    bo.sync = options_.sync;
+    bo.metadata = store_.get();
+    absl::Status last;
+    // The port may linger briefly after the previous server let go of it.
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      auto started = bookie::BookieServer::Start(bo);
+      if (started.ok()) {
+        b.server = *std::move(started);
+        return absl::OkStatus();
+      }
+      last = started.status();
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return last;
+  }
+
+  absl::StatusOr<std::unique_ptr<LedgerClient>> NewClient(
+      absl::Duration rpc_timeout = absl::Seconds(2)) {
+    ClientOptions options;
+    options.metadata = store_.get();
+    options.rpc_timeout = rpc_timeout;
+    return LedgerClient::Create(options);
+  }
+
+ private:
+  struct Bookie {
+    std::string data_dir;
+    std::string address;
+    std::string id;
+    std::unique_ptr<bookie::BookieServer> server;
+  };
+
+  explicit TestCluster(Options options) : options_(options) {}
+
+  const Options options_;
+  TempDir dir_;
+  std::unique_ptr<metadata::EmbeddedStore> store_;
+  std::vector<Bookie> bookies_;
+};
+
+}  // namespace ledgerkv::ledger::testing
+
+namespace ledgerkv::ledger::testing {
+
+inline absl::Status ToStatus(const absl::Status& s) { return s; }
+template <typename T>
+absl::Status ToStatus(const absl::StatusOr<T>& s) {
+  return s.status();
+}
+
+// A recognisable payload of about `size` bytes for entry i of a test.
+inline std::string PayloadFor(int64_t i, size_t size = 100) {
+  std::string p = absl::StrCat("payload-", i, "-");
+  while (p.size() < size) p += static_cast<char>('a' + (p.size() + i) % 26);
+  return p;
+}
+
+// Appends payloads first..last asynchronously, at most `window` in flight,
+// and waits for every callback. Returns the callbacks' results in call order.
+inline std::vector<absl::StatusOr<int64_t>> AppendRange(LedgerWriter& writer, int64_t first, int64_t last,
+                                                 int window) {
+  absl::Mutex mu;
+  std::vector<absl::StatusOr<int64_t>> results;
+  int in_flight = 0;
+  for (int64_t i = first; i <= last; ++i) {
+    {
+      absl::MutexLock l(&mu);
+      auto below = [&]() { return in_flight < window; };
+      mu.Await(absl::Condition(&below));
+      ++in_flight;
+    }
+    writer.AppendAsync(PayloadFor(i), [&](absl::StatusOr<int64_t> r) {
+      absl::MutexLock l(&mu);
+      results.push_back(std::move(r));
+      --in_flight;
+    });
+  }
+  absl::MutexLock l(&mu);
+  auto all = [&]() { return static_cast<int64_t>(results.size()) == last - first + 1; };
+  mu.Await(absl::Condition(&all));
+  return results;
+}
+
+inline void ExpectReadable(LedgerReader& reader, int64_t first, int64_t last) {
+  auto entries = reader.Read(first, last);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), static_cast<size_t>(last - first + 1));
+  for (int64_t i = first; i <= last; ++i) {
+    EXPECT_EQ((*entries)[i - first].entry_id, i);
+    EXPECT_EQ((*entries)[i - first].payload, PayloadFor(i)) << "entry " << i;
+  }
+}
+
+inline CreateOptions Quorums(int e, int qw, int qa) {
+  CreateOptions o;
+  o.ensemble_size = e;
+  o.write_quorum = qw;
+  o.ack_quorum = qa;
+  return o;
+}
+
+}  // namespace ledgerkv::ledger::testing
+
+#define LKV_ASSERT_OK(expr)                                                  \
+  do {                                                                       \
+    const ::absl::Status _lkv_st = ::ledgerkv::ledger::testing::ToStatus(expr); \
+    ASSERT_TRUE(_lkv_st.ok()) << _lkv_st;                                    \
+  } while (0)
+
+// LKV_ASSIGN_OR_FAIL(auto x, MakeX()); fails the test if not OK.
+#define LKV_ASSIGN_OR_FAIL(lhs, rexpr) \
+  LKV_ASSIGN_OR_FAIL_IMPL(LEDGERKV_CONCAT(_lkv_or_, __LINE__), lhs, rexpr)
+#define LKV_ASSIGN_OR_FAIL_IMPL(var, lhs, rexpr) \
+  auto var = (rexpr);                            \
+  ASSERT_TRUE(var.ok()) << var.status();         \
+  lhs = std::move(var).value()

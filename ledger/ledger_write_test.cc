@@ -1,0 +1,280 @@
+// Write path of the ledger client against real bookies: quorum validation
+// (L1), ordering and batching (L4), close (L3), ensemble changes and bookie
+// crashes (L2), bad input.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "ledger/ledger_test_util.h"
+#include "ledger/placement.h"
+#include "proto/metadata.pb.h"
+
+namespace ledgerkv::ledger {
+namespace {
+
+using testing::AppendRange;
+using testing::ExpectReadable;
+using testing::PayloadFor;
+using testing::Quorums;
+using testing::TestCluster;
+
+TEST(LedgerWriteTest, L1_InvalidQuorumsAreRejectedAndNothingIsCreated) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  const std::vector<std::vector<int>> bad = {
+      {2, 3, 1},  // E < Qw
+      {3, 2, 3},  // Qa > Qw
+      {3, 2, 0},  // Qa = 0
+      {3, 0, 0}, {0, 0, 0}, {-1, -1, -1},
+      {65, 2, 2},  // beyond the ack bitmask
+  };
+  for (const auto& q : bad) {
+    auto writer = client->CreateLedger(Quorums(q[0], q[1], q[2]));
+    EXPECT_EQ(writer.status().code(), absl::StatusCode::kInvalidArgument)
+        << "E=" << q[0] << " Qw=" << q[1] << " Qa=" << q[2] << ": " << writer.status();
+  }
+  metadata::Keys keys("default");
+  auto ledgers = cluster->store()->List(keys.LedgersPrefix());
+  LKV_ASSERT_OK(ledgers);
+  EXPECT_TRUE(ledgers->empty());
+  // Not even an id was consumed.
+  EXPECT_TRUE(absl::IsNotFound(cluster->store()->Get(keys.IdGen("ledger")).status()));
+
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 1)));
+  EXPECT_EQ(writer->metadata().state(), meta::v1::OPEN);
+}
+
+TEST(LedgerWriteTest, PlacementChoosesDistinctWritableBookiesAndExplainsShortage) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  metadata::Keys keys("default");
+  // A read-only bookie is registered but must never be chosen.
+  meta::v1::BookieRegistration ro;
+  ro.set_bookie_id("read-only-bookie");
+  ro.set_address("127.0.0.1:1");
+  ro.set_read_only(true);
+  LKV_ASSERT_OK(cluster->store()->Put(keys.Bookie("read-only-bookie"), ro.SerializeAsString(),
+                                      metadata::kAnyVersion));
+  Placement placement(cluster->store(), keys);
+  for (int round = 0; round < 10; ++round) {
+    LKV_ASSIGN_OR_FAIL(auto chosen, placement.Choose(3, {}));
+    absl::flat_hash_set<std::string> ids;
+    for (const auto& b : chosen) {
+      ids.insert(b.bookie_id);
+      EXPECT_GE(cluster->IndexOf(b.bookie_id), 0) << b.bookie_id;
+      EXPECT_FALSE(b.instance_id.empty());
+    }
+    EXPECT_EQ(ids.size(), 3u);
+  }
+  LKV_ASSIGN_OR_FAIL(auto replacement,
+                     placement.ChooseReplacement({cluster->bookie_id(0), cluster->bookie_id(1)}));
+  EXPECT_EQ(replacement.bookie_id, cluster->bookie_id(2));
+
+  auto too_many = placement.Choose(4, {});
+  EXPECT_TRUE(absl::IsUnavailable(too_many.status())) << too_many.status();
+  EXPECT_NE(too_many.status().message().find("need 4, have 3"), std::string::npos)
+      << too_many.status();
+  EXPECT_NE(too_many.status().message().find("1 read-only"), std::string::npos);
+
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  auto writer = client->CreateLedger(Quorums(4, 2, 2));
+  EXPECT_TRUE(absl::IsUnavailable(writer.status())) << writer.status();
+}
+
+TEST(LedgerWriteTest, L4_AcksInIdOrderWith64InFlightAndAddsAreBatched) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+
+  absl::Mutex mu;
+  std::vector<int64_t> order;
+  std::vector<int64_t> lac_at_callback;
+  std::atomic<int> errors{0};
+  constexpr int kRounds = 5, kInFlight = 64;
+  for (int round = 0; round < kRounds; ++round) {
+    absl::Notification all_done;
+    std::atomic<int> remaining{kInFlight};
+    for (int k = 0; k < kInFlight; ++k) {
+      writer->AppendAsync(PayloadFor(round * kInFlight + k), [&](absl::StatusOr<int64_t> r) {
+        if (!r.ok()) {
+          ++errors;
+        } else {
+          absl::MutexLock l(&mu);
+          order.push_back(*r);
+          lac_at_callback.push_back(writer->lac());
+        }
+        if (--remaining == 0) all_done.Notify();
+      });
+    }
+    all_done.WaitForNotification();
+    // LAC is the contiguous acknowledged prefix: everything so far.
+    EXPECT_EQ(writer->lac(), (round + 1) * kInFlight - 1);
+  }
+  EXPECT_EQ(errors.load(), 0);
+  ASSERT_EQ(order.size(), static_cast<size_t>(kRounds * kInFlight));
+  for (size_t i = 0; i < order.size(); ++i) {
+    ASSERT_EQ(order[i], static_cast<int64_t>(i)) << "completion out of order";
+    // An entry's ack is never delivered before its LAC covers it.
+    EXPECT_GE(lac_at_callback[i], order[i]);
+  }
+  // 64 appends in flight must not become 64 tiny RPCs per bookie.
+  const WriterStats stats = writer->stats();
+  // Third copies (Qw=3, Qa=2) may still be queued when the last ack arrives.
+  EXPECT_GE(stats.entries_sent, kRounds * kInFlight * 2);
+  EXPECT_LE(stats.entries_sent, kRounds * kInFlight * 3);
+  EXPECT_LE(stats.add_rpcs * 4, stats.entries_sent)
+      << stats.add_rpcs << " Add RPCs for " << stats.entries_sent << " entry copies";
+
+  LKV_ASSERT_OK(writer->Close());
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, kRounds * kInFlight - 1);
+}
+
+TEST(LedgerWriteTest, L3_CloseSealsAtLacWithLengthAndEveryEntryIsReadable) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  CreateOptions options = Quorums(3, 2, 2);
+  options.custom["owner"] = "test";
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(options));
+  uint64_t length = 0;
+  for (int i = 0; i < 30; ++i) {
+    LKV_ASSIGN_OR_FAIL(int64_t id, writer->Append(PayloadFor(i, 10 + i)));
+    EXPECT_EQ(id, i);
+    length += PayloadFor(i, 10 + i).size();
+  }
+  LKV_ASSERT_OK(writer->Close());
+  LKV_ASSIGN_OR_FAIL(auto md, client->GetLedgerMetadata(writer->id()));
+  EXPECT_EQ(md.state(), meta::v1::CLOSED);
+  EXPECT_EQ(md.last_entry_id(), 29);
+  EXPECT_EQ(md.length(), length);
+  EXPECT_EQ(md.custom().at("owner"), "test");
+  EXPECT_EQ(md.segments_size(), 1);
+
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(writer->id(), OpenMode::kRecover));
+  EXPECT_TRUE(reader->closed());
+  EXPECT_EQ(reader->last_readable(), 29);
+  LKV_ASSIGN_OR_FAIL(auto entries, reader->Read(0, 29));
+  for (int i = 0; i < 30; ++i) EXPECT_EQ(entries[i].payload, PayloadFor(i, 10 + i));
+  EXPECT_EQ(reader->Read(29, 30).status().code(), absl::StatusCode::kOutOfRange);
+
+  // An empty ledger closes at -1.
+  LKV_ASSIGN_OR_FAIL(auto empty, client->CreateLedger(Quorums(2, 2, 1)));
+  LKV_ASSERT_OK(empty->Close());
+  EXPECT_EQ(empty->metadata().last_entry_id(), -1);
+  LKV_ASSIGN_OR_FAIL(auto empty_reader, client->OpenLedger(empty->id(), OpenMode::kNoRecovery));
+  EXPECT_EQ(empty_reader->last_readable(), -1);
+  EXPECT_EQ(empty_reader->Read(0, 0).status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST(LedgerWriteTest, BadInputGetsClearErrors) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 2)));
+  LKV_ASSERT_OK(writer->Append("x"));
+  LKV_ASSERT_OK(writer->Close());
+  LKV_ASSERT_OK(writer->Close());  // idempotent
+  auto appended = writer->Append("after close");
+  EXPECT_EQ(appended.status().code(), absl::StatusCode::kFailedPrecondition) << appended.status();
+  EXPECT_NE(appended.status().message().find("closed"), std::string::npos);
+
+  EXPECT_TRUE(absl::IsNotFound(client->OpenLedger(987654, OpenMode::kNoRecovery).status()));
+  EXPECT_TRUE(absl::IsNotFound(client->OpenLedger(987654, OpenMode::kRecover).status()));
+  EXPECT_TRUE(absl::IsNotFound(client->DeleteLedger(987654)));
+  EXPECT_TRUE(absl::IsNotFound(client->GetLedgerMetadata(987654).status()));
+
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+  EXPECT_EQ(reader->Read(-1, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(reader->Read(1, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(reader->Read(0, 1).status().code(), absl::StatusCode::kOutOfRange);
+
+  // An oversized entry is refused without harming the writer.
+  ClientOptions small;
+  small.metadata = cluster->store();
+  small.max_entry_bytes = 1000;
+  LKV_ASSIGN_OR_FAIL(auto small_client, LedgerClient::Create(small));
+  LKV_ASSIGN_OR_FAIL(auto small_writer, small_client->CreateLedger(Quorums(2, 2, 2)));
+  EXPECT_EQ(small_writer->Append(std::string(1001, 'x')).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  LKV_ASSIGN_OR_FAIL(int64_t first_id, small_writer->Append(std::string(1000, 'x')));
+  EXPECT_EQ(first_id, 0);
+
+  ClientOptions no_store;
+  EXPECT_EQ(LedgerClient::Create(no_store).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(LedgerWriteTest, L2_BookieStoppedMidStreamEnsembleChangeKeepsEveryAckedEntry) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
+  const meta::v1::Segment first_segment = writer->metadata().segments(0);
+  const std::string victim = first_segment.bookies(1);
+
+  for (const auto& r : AppendRange(*writer, 0, 39, 16)) LKV_ASSERT_OK(r);
+  // Stop an ensemble bookie while adds are in flight.
+  absl::Mutex mu;
+  std::vector<absl::StatusOr<int64_t>> results;
+  for (int64_t i = 40; i < 120; ++i) {
+    writer->AppendAsync(PayloadFor(i), [&](absl::StatusOr<int64_t> r) {
+      absl::MutexLock l(&mu);
+      results.push_back(std::move(r));
+    });
+    if (i == 50) cluster->StopBookie(cluster->IndexOf(victim));
+  }
+  {
+    absl::MutexLock l(&mu);
+    auto all = [&]() { return results.size() == 80u; };
+    mu.Await(absl::Condition(&all));
+  }
+  for (size_t k = 0; k < results.size(); ++k) {
+    ASSERT_TRUE(results[k].ok()) << results[k].status();
+    EXPECT_EQ(*results[k], static_cast<int64_t>(40 + k));
+  }
+  LKV_ASSERT_OK(writer->Close());
+  EXPECT_EQ(writer->stats().ensemble_changes, 1);
+
+  LKV_ASSIGN_OR_FAIL(auto md, client->GetLedgerMetadata(writer->id()));
+  EXPECT_EQ(md.last_entry_id(), 119);
+  ASSERT_EQ(md.segments_size(), 2);
+  const meta::v1::Segment& second = md.segments(1);
+  EXPECT_GT(second.first_entry_id(), 39);  // LAC was at least 39 when it failed
+  EXPECT_LE(second.first_entry_id(), 52);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NE(second.bookies(i), victim);
+    if (i != 1) {
+      EXPECT_EQ(second.bookies(i), first_segment.bookies(i));
+    }
+  }
+  EXPECT_EQ(second.bookie_instances(1),
+            cluster->bookie(cluster->IndexOf(second.bookies(1)))->instance_id());
+
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, 119);
+}
+
+TEST(LedgerWriteTest, L2_AckedEntriesSurviveBookieCrashWithinQaMinusOne) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+  const uint64_t id = writer->id();
+  for (const auto& r : AppendRange(*writer, 0, 59, 32)) LKV_ASSERT_OK(r);
+  // One bookie (Qa-1) and the writer crash.
+  cluster->StopBookie(1);
+  writer.reset();
+
+  LKV_ASSIGN_OR_FAIL(auto other, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, other->OpenLedger(id, OpenMode::kRecover));
+  EXPECT_EQ(reader->last_readable(), 59);
+  ExpectReadable(*reader, 0, 59);
+
+  LKV_ASSERT_OK(cluster->RestartBookie(1));
+  LKV_ASSIGN_OR_FAIL(auto again, other->OpenLedger(id, OpenMode::kRecover));
+  EXPECT_EQ(again->last_readable(), 59);
+  ExpectReadable(*again, 0, 59);
+}
+
+}  // namespace
+}  // namespace ledgerkv::ledger

@@ -1,0 +1,103 @@
+// LedgerWriter: the single writer of an open ledger (ARCHITECTURE.md 4,
+// write path; docs/ledger-protocol.md).
+//
+// Appends are pipelined: many are in flight at once. Entry e goes to the Qw
+// bookies of its segment's ensemble starting at index e mod E and completes
+// once Qa of them acknowledged it durably. Completions are delivered strictly
+// in entry-id order (L4), on the writer's own thread; the LAC is the last
+// delivered id and rides on later adds. Entries queued for the same bookie
+// leave together in one batched Add RPC, with a cap on RPCs in flight per
+// bookie. A failing bookie is replaced (ensemble change, a metadata CAS)
+// and the pending adds are resent; no add is delivered while that CAS is in
+// flight. Once fenced (a FENCED reply, or metadata found IN_RECOVERY/CLOSED)
+// the writer fails every pending and later add and never acknowledges
+// again (L5).
+//
+// Threading: every method is thread-safe. Callbacks run on the writer's
+// thread, one at a time and in order; they must not block for long and must
+// not call the blocking Append or Close (they may call AppendAsync).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/metadata.pb.h"
+
+namespace ledgerkv::ledger {
+
+struct ClientCore;
+class WriterState;
+
+// Counters of one writer (batching and ensemble changes are visible here).
+struct WriterStats {
+  int64_t add_rpcs = 0;          // Add RPCs sent (each may carry many entries)
+  int64_t entries_sent = 0;      // entry copies sent, resends included
+  int64_t ensemble_changes = 0;  // metadata CASes that replaced bookies
+};
+
+class LedgerWriter {
+ public:
+  using AddCallback = std::function<void(absl::StatusOr<int64_t> entry_id)>;
+
+  // Stops the writer without closing the ledger (a later open with recovery
+  // closes it): pending adds fail with CANCELLED. Blocks until the writer's
+  // thread has delivered every callback.
+  // REQUIRES: not called from an AddCallback.
+  ~LedgerWriter();
+
+  LedgerWriter(const LedgerWriter&) = delete;
+  LedgerWriter& operator=(const LedgerWriter&) = delete;
+
+  uint64_t id() const { return id_; }
+
+  // The last add confirmed: every entry <= lac() was acknowledged (delivered
+  // OK) and nothing above it was. -1 before the first.
+  int64_t lac() const;
+
+  // A copy of the ledger metadata as this writer last wrote or read it.
+  meta::v1::LedgerMetadata metadata() const;
+
+  WriterStats stats() const;
+
+  // Appends `payload` as the next entry. `done` receives the entry id once
+  // Qa bookies of its write set hold it durably, or an error:
+  //   FAILED_PRECONDITION "ledger N fenced ..." after the writer was fenced
+  //     (the ledger was recovered by someone else), or "ledger N is closed"
+  //     once Close was called;
+  //   UNAVAILABLE when a failed bookie could not be replaced (not enough
+  //     writable bookies, metadata store unreachable); the writer has then
+  //     failed for good and every later append fails the same way;
+  //   CANCELLED when the writer is destroyed first;
+  //   INVALID_ARGUMENT if the payload exceeds ClientOptions.max_entry_bytes
+  //     (no id is assigned; this callback may run before those of earlier
+  //     appends, and the writer stays usable).
+  // An error means the add was not acknowledged; its outcome is unknown (a
+  // later recovery may keep the entry or drop it). Callbacks are called in
+  // entry-id order, each exactly once.
+  void AppendAsync(std::string payload, AddCallback done);
+
+  // Blocking AppendAsync. REQUIRES: not called from an AddCallback.
+  absl::StatusOr<int64_t> Append(std::string payload);
+
+  // Waits for every pending add to complete, then seals the ledger by CAS
+  // OPEN -> CLOSED with last_entry_id = lac() and the total payload length.
+  // Later appends fail with FAILED_PRECONDITION. Idempotent.
+  // Errors: FAILED_PRECONDITION if the writer was fenced (someone else
+  // recovered the ledger; its metadata says what was kept); UNAVAILABLE if
+  // the metadata store could not be written.
+  // REQUIRES: not called from an AddCallback.
+  absl::Status Close();
+
+ private:
+  friend class LedgerClient;
+  LedgerWriter(uint64_t id, std::shared_ptr<WriterState> state);
+
+  const uint64_t id_;
+  std::shared_ptr<WriterState> state_;
+};
+
+}  // namespace ledgerkv::ledger

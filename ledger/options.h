@@ -1,0 +1,61 @@
+// Options of the ledger client (ledger_client.h). Kept apart so that the
+// writer, reader and recovery code can share them without including the
+// client.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/time/time.h"
+
+namespace ledgerkv::metadata {
+class MetadataStore;
+}
+
+namespace ledgerkv::ledger {
+
+struct ClientOptions {
+  // The metadata store holding ledger metadata and bookie registrations.
+  // Not owned; must outlive the client and every writer/reader it made.
+  metadata::MetadataStore* metadata = nullptr;
+  // Key prefix /ledgerkv/<cluster>/.
+  std::string cluster = "default";
+  // Deadline of every bookie RPC (long polls add their wait time to it).
+  absl::Duration rpc_timeout = absl::Seconds(5);
+  // Add RPCs a writer keeps in flight to one bookie; further entries queue
+  // and leave together in the next RPC (batching). >= 1.
+  int max_rpcs_in_flight_per_bookie = 2;
+  // Caps of one batched Add RPC.
+  int max_entries_per_add_rpc = 512;
+  int64_t max_bytes_per_add_rpc = int64_t{1} << 20;
+  // Largest payload one append may carry (bookies refuse more than 64 MiB).
+  int64_t max_entry_bytes = int64_t{16} << 20;
+  // Payload bytes a bookie may return in one Read RPC (it always returns at
+  // least one entry). Keep well below the gRPC message limit.
+  int64_t max_bytes_per_read_rpc = int64_t{2} << 20;
+  // Entries asked for in one Read RPC.
+  int max_entries_per_read_rpc = 1024;
+  // Attempts of a metadata CAS that fails with a transient error
+  // (UNAVAILABLE) before the operation gives up.
+  int metadata_retries = 5;
+};
+
+struct CreateOptions {
+  // Ensemble size, write quorum, ack quorum: E >= Qw >= Qa >= 1 (L1), E <= 64.
+  int ensemble_size = 3;
+  int write_quorum = 2;
+  int ack_quorum = 2;
+  // Stored in LedgerMetadata.custom (owner, purpose, ...).
+  std::map<std::string, std::string> custom;
+};
+
+enum class OpenMode {
+  // Fence and close the ledger if it is not closed yet (ARCHITECTURE.md 4,
+  // "open with recovery"); its previous writer can never add again.
+  kRecover,
+  // Read what is confirmed (up to the LAC) without disturbing the writer.
+  kNoRecovery,
+};
+
+}  // namespace ledgerkv::ledger

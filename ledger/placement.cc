@@ -1,0 +1,64 @@
+#include "ledger/placement.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "proto/metadata.pb.h"
+
+namespace ledgerkv::ledger {
+
+Placement::Placement(metadata::MetadataStore* store, metadata::Keys keys)
+    : store_(store), keys_(std::move(keys)) {}
+
+absl::StatusOr<std::vector<BookieInfo>> Placement::Choose(
+    int count, const absl::flat_hash_set<std::string>& exclude) {
+  if (count < 1) return absl::InvalidArgumentError(absl::StrCat("cannot place ", count, " bookies"));
+  auto listed = store_->List(keys_.BookiesPrefix());
+  if (!listed.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot list bookies: ", listed.status().ToString()));
+  }
+  std::vector<BookieInfo> candidates;
+  int read_only = 0, excluded = 0, unparsable = 0;
+  for (const auto& kv : *listed) {
+    meta::v1::BookieRegistration registration;
+    if (!registration.ParseFromString(kv.value) || registration.address().empty()) {
+      ++unparsable;
+      continue;
+    }
+    std::string id = registration.bookie_id().empty()
+                         ? kv.key.substr(keys_.BookiesPrefix().size())
+                         : registration.bookie_id();
+    if (exclude.contains(id)) {
+      ++excluded;
+      continue;
+    }
+    if (registration.read_only()) {
+      ++read_only;
+      continue;
+    }
+    candidates.push_back(BookieInfo{std::move(id), registration.address(),
+                                    registration.instance_id()});
+  }
+  if (static_cast<int>(candidates.size()) < count) {
+    return absl::UnavailableError(absl::StrCat(
+        "not enough writable bookies: need ", count, ", have ", candidates.size(), " (",
+        listed->size(), " registered, ", read_only, " read-only, ", excluded, " excluded",
+        unparsable > 0 ? absl::StrCat(", ", unparsable, " unparsable") : "", ")"));
+  }
+  absl::BitGen gen;
+  std::shuffle(candidates.begin(), candidates.end(), gen);
+  candidates.resize(count);
+  return candidates;
+}
+
+absl::StatusOr<BookieInfo> Placement::ChooseReplacement(
+    const absl::flat_hash_set<std::string>& exclude) {
+  auto chosen = Choose(1, exclude);
+  if (!chosen.ok()) return chosen.status();
+  return std::move(chosen->front());
+}
+
+}  // namespace ledgerkv::ledger

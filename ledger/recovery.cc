@@ -1,0 +1,448 @@
+#include "ledger/recovery.h"
+
+#include <algorithm>
+#include <bit>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ledger/entry_format.h"
+#include "ledger/replica_read.h"
+#include "ledger/rpc_gather.h"
+
+namespace ledgerkv::ledger {
+namespace {
+
+using bookie::v1::Code;
+using bookie::v1::Entry;
+using LacGather = Gather<bookie::v1::ReadLacRequest, bookie::v1::ReadLacResponse>;
+using ReadGather = Gather<bookie::v1::ReadRequest, bookie::v1::ReadResponse>;
+using AddGather = Gather<bookie::v1::AddRequest, bookie::v1::AddResponse>;
+
+// Recovery restarts from step 1 at most this often when another recoverer
+// changes the metadata under it.
+constexpr int kMaxAttempts = 5;
+
+std::string Problem(const std::string& bookie_id, const grpc::Status& status) {
+  return absl::StrCat("bookie ", bookie_id, ": ", status.error_message(), " (gRPC code ",
+                      static_cast<int>(status.error_code()), ")");
+}
+
+std::string Problem(const std::string& bookie_id, Code code) {
+  return absl::StrCat("bookie ", bookie_id, ": ", bookie::v1::Code_Name(code));
+}
+
+// Starts `call` on its bookie, or fails it when the bookie cannot be resolved.
+template <typename G, typename Invoke>
+void StartOn(ClientCore& core, G& gather, typename G::Call* call, absl::Duration timeout,
+             Invoke invoke) {
+  auto conn = core.pool.ForBookie(call->bookie_id);
+  if (!conn.ok()) {
+    gather.Fail(call, grpc::Status(grpc::StatusCode::UNAVAILABLE, conn.status().ToString()));
+    return;
+  }
+  gather.Start(call, *std::move(conn), timeout, invoke);
+}
+
+// Step 2. Returns the highest LAC among the fenced replies.
+absl::StatusOr<int64_t> FenceLastSegment(ClientCore& core, const meta::v1::LedgerMetadata& md) {
+  const meta::v1::Segment& segment = md.segments(md.segments_size() - 1);
+  const int E = md.ensemble_size(), Qw = md.write_quorum(), Qa = md.ack_quorum();
+  const int needed = Qw - Qa + 1;
+  auto gather = LacGather::Make();
+  std::vector<LacGather::Call*> calls;
+  for (int i = 0; i < E; ++i) {
+    LacGather::Call* call = gather->Add(i, segment.bookies(i));
+    call->request.set_expected_instance_id(InstanceOf(segment, i));
+    call->request.set_ledger_id(md.id());
+    call->request.set_fence(true);
+    call->request.set_wait_if_lac_at_most(-2);
+    calls.push_back(call);
+  }
+  for (LacGather::Call* call : calls) {
+    StartOn(core, *gather, call, core.options.rpc_timeout,
+            [](auto* stub, auto* ctx, auto* req, auto* resp, auto cb) {
+              stub->async()->ReadLac(ctx, req, resp, std::move(cb));
+            });
+  }
+  auto fenced = [](const LacGather::Call* call) {
+    return call->done && call->status.ok() &&
+           (call->response.code() == Code::OK || call->response.code() == Code::NO_SUCH_LEDGER) &&
+           call->response.fenced();
+  };
+  // The write quorum (starting index) with the fewest fenced replies.
+  auto weakest = [&](int* count) {
+    int worst = 0, worst_count = Qw + 1;
+    for (int first = 0; first < E; ++first) {
+      int n = 0;
+      for (int k = 0; k < Qw; ++k) n += fenced(calls[(first + k) % E]) ? 1 : 0;
+      if (n < worst_count) {
+        worst = first;
+        worst_count = n;
+      }
+    }
+    *count = worst_count;
+    return worst;
+  };
+  // Proceed as soon as the condition holds: a bookie that never answers
+  // must not stall recovery when the others suffice.
+  const bool enough = gather->Await([&] {
+    int n;
+    weakest(&n);
+    return n >= needed;
+  });
+  absl::MutexLock l(&gather->mu());
+  if (!enough) {
+    int n;
+    const int first = weakest(&n);
+    std::vector<std::string> problems;
+    for (const LacGather::Call* call : calls) {
+      if (fenced(call)) continue;
+      if (!call->status.ok()) {
+        problems.push_back(Problem(call->bookie_id, call->status));
+      } else if (!call->response.fenced() && call->response.code() == Code::OK) {
+        problems.push_back(absl::StrCat("bookie ", call->bookie_id, ": did not confirm the fence"));
+      } else {
+        problems.push_back(Problem(call->bookie_id, call->response.code()));
+      }
+    }
+    return absl::UnavailableError(absl::StrCat(
+        "cannot fence ", Describe(md), ": the write quorum starting at ensemble index ", first,
+        " has ", n, " fenced replies, ", needed, " needed (", absl::StrJoin(problems, "; "),
+        "); retry recovery later"));
+  }
+  int64_t max_lac = -1;
+  for (const LacGather::Call* call : calls) {
+    if (fenced(call) && call->response.code() == Code::OK) {
+      max_lac = std::max(max_lac, call->response.lac());
+    }
+  }
+  return max_lac;
+}
+
+// What one scan of the forward-read replies decided.
+struct Scan {
+  enum Kind { kWait, kAbsent, kMore, kError } kind = kWait;
+  int decided = 0;        // leading entries of the window that exist
+  absl::Status error;     // kError
+};
+
+// Step 3. Returns the entries after `start` that exist, in order, up to the
+// first absent one.
+absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
+                                               const meta::v1::LedgerMetadata& md,
+                                               int64_t start) {
+  const meta::v1::Segment& segment = md.segments(md.segments_size() - 1);
+  const int E = md.ensemble_size(), Qw = md.write_quorum(), Qa = md.ack_quorum();
+  const int absent_after = Qw - Qa + 1;
+  const int window = std::max(1, core.options.max_entries_per_read_rpc);
+  std::vector<Entry> recovered;
+  int64_t next = start + 1;
+  for (;;) {
+    auto gather = ReadGather::Make();
+    std::vector<ReadGather::Call*> calls;
+    for (int i = 0; i < E; ++i) {
+      ReadGather::Call* call = gather->Add(i, segment.bookies(i));
+      call->request.set_expected_instance_id(InstanceOf(segment, i));
+      call->request.set_ledger_id(md.id());
+      call->request.set_first_entry_id(next);
+      call->request.set_count(window);
+      call->request.set_fence(true);
+      call->request.set_max_bytes(core.options.max_bytes_per_read_rpc);
+      calls.push_back(call);
+    }
+    for (ReadGather::Call* call : calls) {
+      StartOn(core, *gather, call, core.options.rpc_timeout,
+              [](auto* stub, auto* ctx, auto* req, auto* resp, auto cb) {
+                stub->async()->Read(ctx, req, resp, std::move(cb));
+              });
+    }
+    // found[k] = an intact copy of entry next+k (pointer into a response).
+    std::vector<const Entry*> found;
+    auto scan = [&]() -> Scan {
+      found.clear();
+      std::vector<absl::flat_hash_map<int64_t, const bookie::v1::ReadResult*>> by_id(E);
+      for (int i = 0; i < E; ++i) {
+        const ReadGather::Call* call = calls[i];
+        if (!call->done || !call->status.ok() || call->response.code() != Code::OK) continue;
+        for (const auto& result : call->response.results()) by_id[i][result.entry_id()] = &result;
+      }
+      Scan out;
+      for (int k = 0; k < window; ++k) {
+        const int64_t e = next + k;
+        const Entry* copy = nullptr;
+        int no_such = 0;
+        bool pending = false, unanswered = false;
+        std::string problem;
+        for (int i : WriteSet(e, E, Qw)) {
+          const ReadGather::Call* call = calls[i];
+          if (!call->done) {
+            pending = true;
+          } else if (!call->status.ok()) {
+            problem = Problem(call->bookie_id, call->status);
+          } else if (call->response.code() == Code::NO_SUCH_LEDGER) {
+            ++no_such;
+          } else if (call->response.code() != Code::OK) {
+            problem = Problem(call->bookie_id, call->response.code());
+          } else if (auto it = by_id[i].find(e); it == by_id[i].end()) {
+            // A short answer (max_bytes) ends before e: ask again from e.
+            // An answer without the very first entry asked for is an error,
+            // or we would ask forever.
+            if (k == 0) {
+              problem = absl::StrCat("bookie ", call->bookie_id, ": no result for entry ", e);
+            } else {
+              unanswered = true;
+            }
+          } else if (it->second->code() == Code::OK) {
+            absl::Status verified = VerifyEntry(it->second->entry(), md.id(), e, call->bookie_id);
+            if (verified.ok()) {
+              copy = &it->second->entry();
+            } else {
+              problem = verified.ToString();
+            }
+          } else if (it->second->code() == Code::NO_SUCH_ENTRY ||
+                     it->second->code() == Code::NO_SUCH_LEDGER) {
+            ++no_such;
+          } else {
+            problem = Problem(call->bookie_id, it->second->code());
+          }
+          if (copy != nullptr) break;
+        }
+        if (copy != nullptr) {
+          found.push_back(copy);
+          out.decided = k + 1;
+          continue;
+        }
+        if (no_such >= absent_after) {
+          out.kind = Scan::kAbsent;
+        } else if (pending) {
+          out.kind = Scan::kWait;
+        } else if (unanswered) {
+          out.kind = Scan::kMore;
+        } else {
+          out.kind = Scan::kError;
+          out.error = absl::UnavailableError(absl::StrCat(
+              "recovery of ", Describe(md), " cannot tell whether entry ", e,
+              " exists: ", no_such, " of ", absent_after,
+              " replies needed to call it absent, last problem: ", problem,
+              "; nothing was truncated, retry recovery later"));
+        }
+        return out;
+      }
+      out.kind = Scan::kMore;
+      return out;
+    };
+    gather->Await([&] { return scan().kind != Scan::kWait; });
+    absl::MutexLock l(&gather->mu());
+    const Scan result = scan();
+    for (const Entry* copy : found) recovered.push_back(*copy);
+    switch (result.kind) {
+      case Scan::kAbsent:
+        return recovered;
+      case Scan::kError:
+        return result.error;
+      case Scan::kWait:  // cannot happen once Await returned; treat as an error
+        return absl::UnavailableError("recovery read ended without an answer");
+      case Scan::kMore:
+        next += result.decided;
+        break;
+    }
+  }
+}
+
+// Step 4. Re-adds `entries` to their write sets with the recovery flag until
+// each has Qa acks. Replaced bookies are written into *segment (a copy of
+// the last segment) and *changed is set.
+absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
+                   const std::vector<Entry>& entries, meta::v1::Segment* segment,
+                   bool* changed) {
+  const int E = md.ensemble_size(), Qw = md.write_quorum(), Qa = md.ack_quorum();
+  *segment = md.segments(md.segments_size() - 1);
+  while (segment->bookie_instances_size() < E) segment->add_bookie_instances("");
+  absl::flat_hash_set<std::string> exclude(segment->bookies().begin(), segment->bookies().end());
+  std::vector<uint64_t> acked(entries.size(), 0);
+  auto done = [&] {
+    for (uint64_t mask : acked) {
+      if (std::popcount(mask) < Qa) return false;
+    }
+    return true;
+  };
+  std::string last_problem;
+  for (int round = 0; round <= E + 1 && !done(); ++round) {
+    auto gather = AddGather::Make();
+    std::vector<std::pair<AddGather::Call*, std::vector<size_t>>> calls;
+    for (int i = 0; i < E; ++i) {
+      AddGather::Call* call = nullptr;
+      int64_t bytes = 0;
+      for (size_t k = 0; k < entries.size(); ++k) {
+        if (!InWriteSet(entries[k].entry_id(), i, E, Qw) || (acked[k] & (uint64_t{1} << i))) {
+          continue;
+        }
+        const int64_t size = static_cast<int64_t>(entries[k].payload().size());
+        if (call == nullptr || bytes + size > core.options.max_bytes_per_add_rpc ||
+            call->request.entries_size() >= core.options.max_entries_per_add_rpc) {
+          call = gather->Add(i, segment->bookies(i));
+          call->request.set_expected_instance_id(segment->bookie_instances(i));
+          call->request.set_recovery(true);
+          calls.emplace_back(call, std::vector<size_t>());
+          bytes = 0;
+        }
+        *call->request.add_entries() = entries[k];
+        calls.back().second.push_back(k);
+        bytes += size;
+      }
+    }
+    for (auto& [call, ks] : calls) {
+      StartOn(core, *gather, call, core.options.rpc_timeout,
+              [](auto* stub, auto* ctx, auto* req, auto* resp, auto cb) {
+                stub->async()->Add(ctx, req, resp, std::move(cb));
+              });
+    }
+    gather->AwaitAll();
+    absl::flat_hash_set<int> failed;
+    {
+      absl::MutexLock l(&gather->mu());
+      for (auto& [call, ks] : calls) {
+        const int i = call->tag;
+        if (!call->status.ok()) {
+          failed.insert(i);
+          last_problem = Problem(call->bookie_id, call->status);
+          continue;
+        }
+        absl::flat_hash_map<int64_t, Code> codes;
+        for (const auto& result : call->response.results()) codes[result.entry_id()] = result.code();
+        for (size_t k : ks) {
+          auto it = codes.find(entries[k].entry_id());
+          if (it != codes.end() && it->second == Code::OK) {
+            acked[k] |= uint64_t{1} << i;
+          } else {
+            failed.insert(i);
+            last_problem = it == codes.end()
+                               ? absl::StrCat("bookie ", call->bookie_id, ": no result")
+                               : Problem(call->bookie_id, it->second);
+          }
+        }
+      }
+    }
+    if (done()) break;
+    if (failed.empty()) {
+      return absl::UnavailableError(absl::StrCat("recovery of ", Describe(md),
+                                                 ": re-adds made no progress"));
+    }
+    // Replace each failed bookie. The replacement gets the entries in the
+    // next round, before the closing CAS names it in the metadata.
+    for (int i : failed) {
+      auto chosen = core.placement.ChooseReplacement(exclude);
+      if (!chosen.ok()) {
+        return absl::UnavailableError(absl::StrCat(
+            "recovery of ", Describe(md), ": cannot replace bookie ", segment->bookies(i), " (",
+            last_problem, "): ", chosen.status().message()));
+      }
+      core.pool.Learn(chosen->bookie_id, chosen->address);
+      exclude.insert(chosen->bookie_id);
+      segment->set_bookies(i, chosen->bookie_id);
+      segment->set_bookie_instances(i, chosen->instance_id);
+      for (uint64_t& mask : acked) mask &= ~(uint64_t{1} << i);
+      *changed = true;
+    }
+  }
+  if (!done()) {
+    return absl::UnavailableError(absl::StrCat("recovery of ", Describe(md),
+                                               ": could not re-add the recovered entries (",
+                                               last_problem, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// Steps 2-5 on a ledger already IN_RECOVERY. ABORTED: the metadata changed
+// under us (another recoverer), start over.
+absl::StatusOr<VersionedLedger> RecoverOnce(ClientCore& core, const VersionedLedger& loaded) {
+  const meta::v1::LedgerMetadata& md = loaded.metadata;
+  const meta::v1::Segment& last_segment = md.segments(md.segments_size() - 1);
+
+  auto max_lac = FenceLastSegment(core, md);
+  if (!max_lac.ok()) return max_lac.status();
+  const int64_t start = std::max(*max_lac, last_segment.first_entry_id() - 1);
+
+  uint64_t length = 0;
+  if (start >= 0) {
+    // Confirmed, so it exists; read it for the ledger length up to it.
+    auto confirmed = ReadReplicas(core, md, start, start);
+    if (!confirmed.ok()) {
+      const absl::Status& s = confirmed.status();
+      return absl::Status(absl::IsDataLoss(s) ? s.code() : absl::StatusCode::kUnavailable,
+                          absl::StrCat("recovery of ", Describe(md), ": cannot read confirmed entry ",
+                                       start, ": ", s.message()));
+    }
+    length = CumulativeLength(confirmed->front());
+  }
+
+  auto recovered = ReadForward(core, md, start);
+  if (!recovered.ok()) return recovered.status();
+  const int64_t last = start + static_cast<int64_t>(recovered->size());
+  if (!recovered->empty()) length = CumulativeLength(recovered->back());
+
+  meta::v1::LedgerMetadata closed = md;
+  if (!recovered->empty()) {
+    meta::v1::Segment segment;
+    bool changed = false;
+    absl::Status added = ReAdd(core, md, *recovered, &segment, &changed);
+    if (!added.ok()) return added;
+    if (changed) {
+      if (last_segment.first_entry_id() == start + 1) {
+        *closed.mutable_segments(closed.segments_size() - 1) = segment;
+      } else {
+        segment.set_first_entry_id(start + 1);
+        *closed.add_segments() = segment;
+      }
+    }
+  }
+  closed.set_state(meta::v1::CLOSED);
+  closed.set_last_entry_id(last);
+  closed.set_length(length);
+
+  auto stored = StoreLedger(core, closed, loaded.version);
+  if (stored.ok()) return VersionedLedger{std::move(closed), *stored};
+  if (!absl::IsAborted(stored.status())) {
+    return absl::UnavailableError(absl::StrCat("recovery of ", Describe(md),
+                                               ": cannot close: ", stored.status().message()));
+  }
+  auto reread = LoadLedger(core, md.id());
+  if (!reread.ok()) return reread.status();
+  // Another recoverer closed it first: its result stands (L9). Or our own
+  // write landed and only its reply was lost.
+  if (reread->metadata.state() == meta::v1::CLOSED) return reread;
+  return absl::AbortedError(absl::StrCat("metadata of ledger ", md.id(), " changed during recovery"));
+}
+
+}  // namespace
+
+absl::StatusOr<VersionedLedger> RecoverLedger(ClientCore& core, uint64_t id) {
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    auto loaded = LoadLedger(core, id);
+    if (!loaded.ok()) return loaded.status();
+    if (loaded->metadata.state() == meta::v1::CLOSED) return loaded;
+    if (loaded->metadata.state() == meta::v1::OPEN) {
+      meta::v1::LedgerMetadata in_recovery = loaded->metadata;
+      in_recovery.set_state(meta::v1::IN_RECOVERY);
+      auto stored = StoreLedger(core, in_recovery, loaded->version);
+      if (absl::IsAborted(stored.status())) continue;  // raced the writer or another recoverer
+      if (!stored.ok()) {
+        return absl::UnavailableError(absl::StrCat("cannot start recovery of ledger ", id, ": ",
+                                                   stored.status().message()));
+      }
+      loaded = VersionedLedger{std::move(in_recovery), *stored};
+    }
+    auto recovered = RecoverOnce(core, *loaded);
+    if (recovered.ok() || !absl::IsAborted(recovered.status())) return recovered;
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "recovery of ledger ", id, " gave up: its metadata kept changing under it"));
+}
+
+}  // namespace ledgerkv::ledger

@@ -1,0 +1,318 @@
+#include "ledger/replica_read.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "ledger/entry_format.h"
+#include "ledger/rpc_gather.h"
+
+namespace ledgerkv::ledger {
+namespace {
+
+using bookie::v1::Code;
+using bookie::v1::Entry;
+using bookie::v1::ReadRequest;
+using bookie::v1::ReadResponse;
+using ReadGather = Gather<ReadRequest, ReadResponse>;
+
+// A round reads at most this many chunks (of up to max_entries_per_read_rpc
+// entries each) with at most kMaxReadsPerRound RPCs, so a long catch-up read
+// keeps several bookies (and their disks) busy at once without flooding them.
+constexpr int kMaxChunksPerRound = 8;
+constexpr int kMaxReadsPerRound = 64;
+
+// What the replicas said about one entry so far.
+struct EntryReads {
+  bool have = false;
+  uint64_t tried = 0;  // ensemble indices that answered without a good copy
+  int no_such = 0;
+  int corrupt = 0;
+  int errors = 0;
+  std::string last_problem;
+};
+
+struct ReadPlan {
+  int index = 0;  // ensemble index asked
+  int64_t lo = 0, hi = 0;
+};
+
+std::string CodeName(Code code) { return bookie::v1::Code_Name(code); }
+
+absl::Status Unresolved(uint64_t ledger_id, int64_t entry_id, const EntryReads& r) {
+  const std::string what = absl::StrCat("entry ", ledger_id, ":", entry_id, ": ");
+  if (r.corrupt > 0) {
+    return absl::DataLossError(absl::StrCat(what, "no intact replica (", r.corrupt, " corrupt, ",
+                                            r.no_such, " missing, ", r.errors,
+                                            " unreadable; last: ", r.last_problem, ")"));
+  }
+  if (r.errors > 0) {
+    return absl::UnavailableError(absl::StrCat(what, "no replica could be read (", r.errors,
+                                               " unreadable, ", r.no_such,
+                                               " missing; last: ", r.last_problem, ")"));
+  }
+  return absl::DataLossError(
+      absl::StrCat(what, "every replica (", r.no_such, ") says it does not hold the entry"));
+}
+
+// Reads first..last, all within `segment`, into out[e - out_base].
+absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& metadata,
+                              const meta::v1::Segment& segment, int64_t first, int64_t last,
+                              int64_t out_base, std::vector<Entry>& out) {
+  const int E = metadata.ensemble_size();
+  const int Qw = metadata.write_quorum();
+  const uint64_t ledger_id = metadata.id();
+  const int cap = std::max(1, core.options.max_entries_per_read_rpc);
+  std::map<int64_t, EntryReads> outstanding;
+  for (int64_t e = first; e <= last; ++e) outstanding[e];
+
+  while (!outstanding.empty()) {
+    // Plan a round: consecutive chunks of at most `cap` outstanding entries;
+    // in each chunk, repeatedly ask the bookie that can serve most of the
+    // still-unassigned entries (ties rotate with the chunk number, so with
+    // E == Qw successive chunks go to different bookies).
+    std::vector<ReadPlan> plans;
+    auto it = outstanding.begin();
+    for (int chunk = 0; it != outstanding.end() && chunk < kMaxChunksPerRound; ++chunk) {
+      std::vector<int64_t> unassigned;
+      const int64_t chunk_start = it->first;
+      while (it != outstanding.end() && it->first < chunk_start + cap) {
+        unassigned.push_back(it->first);
+        ++it;
+      }
+      while (!unassigned.empty()) {
+        std::vector<int> count(E, 0);
+        for (int64_t e : unassigned) {
+          for (int i : WriteSet(e, E, Qw)) {
+            if (!(outstanding[e].tried & (uint64_t{1} << i))) ++count[i];
+          }
+        }
+        int best = -1;
+        for (int k = 0; k < E; ++k) {
+          const int i = (chunk + k) % E;
+          if (count[i] > 0 && (best < 0 || count[i] > count[best])) best = i;
+        }
+        if (best < 0) return Unresolved(ledger_id, unassigned.front(), outstanding[unassigned.front()]);
+        // One read per run of consecutive entries: a bookie stops its
+        // answer at the first entry it does not hold (with E > Qw it holds
+        // runs of Qw entries out of every E).
+        std::vector<int64_t> rest;
+        for (int64_t e : unassigned) {
+          if (!InWriteSet(e, best, E, Qw) || (outstanding[e].tried & (uint64_t{1} << best))) {
+            rest.push_back(e);
+          } else if (!plans.empty() && plans.back().index == best && plans.back().hi == e - 1) {
+            plans.back().hi = e;
+          } else {
+            plans.push_back(ReadPlan{best, e, e});
+          }
+        }
+        unassigned = std::move(rest);
+      }
+      if (static_cast<int>(plans.size()) >= kMaxReadsPerRound) break;
+    }
+
+    auto gather = ReadGather::Make();
+    std::vector<ReadGather::Call*> calls;
+    for (size_t p = 0; p < plans.size(); ++p) {
+      const int i = plans[p].index;
+      ReadGather::Call* call = gather->Add(static_cast<int>(p), segment.bookies(i));
+      call->request.set_expected_instance_id(InstanceOf(segment, i));
+      call->request.set_ledger_id(ledger_id);
+      call->request.set_first_entry_id(plans[p].lo);
+      call->request.set_count(static_cast<int32_t>(plans[p].hi - plans[p].lo + 1));
+      call->request.set_max_bytes(core.options.max_bytes_per_read_rpc);
+      calls.push_back(call);
+    }
+    for (ReadGather::Call* call : calls) {
+      auto conn = core.pool.ForBookie(call->bookie_id);
+      if (!conn.ok()) {
+        gather->Fail(call, grpc::Status(grpc::StatusCode::UNAVAILABLE, conn.status().ToString()));
+        continue;
+      }
+      gather->Start(call, *std::move(conn), core.options.rpc_timeout,
+                    [](auto* stub, auto* ctx, auto* req, auto* resp, auto cb) {
+                      stub->async()->Read(ctx, req, resp, std::move(cb));
+                    });
+    }
+    gather->AwaitAll();
+
+    for (ReadGather::Call* call : calls) {
+      const ReadPlan& plan = plans[call->tag];
+      const int i = plan.index;
+      const uint64_t bit = uint64_t{1} << i;
+      auto fail_assigned = [&](bool corrupt, const std::string& problem) {
+        for (int64_t e = plan.lo; e <= plan.hi; ++e) {
+          auto o = outstanding.find(e);
+          if (o == outstanding.end() || !InWriteSet(e, i, E, Qw) || (o->second.tried & bit)) {
+            continue;
+          }
+          o->second.tried |= bit;
+          (corrupt ? o->second.corrupt : o->second.errors)++;
+          o->second.last_problem = problem;
+        }
+      };
+      if (!call->status.ok()) {
+        if (call->status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+          core.pool.Forget(call->bookie_id);
+        }
+        fail_assigned(false, absl::StrCat("bookie ", call->bookie_id, ": ",
+                                          call->status.error_message()));
+        continue;
+      }
+      if (call->response.code() == Code::NO_SUCH_LEDGER) {
+        for (int64_t e = plan.lo; e <= plan.hi; ++e) {
+          auto o = outstanding.find(e);
+          if (o == outstanding.end() || !InWriteSet(e, i, E, Qw) || (o->second.tried & bit)) {
+            continue;
+          }
+          o->second.tried |= bit;
+          o->second.no_such++;
+          o->second.last_problem = absl::StrCat("bookie ", call->bookie_id, ": NO_SUCH_LEDGER");
+        }
+        continue;
+      }
+      if (call->response.code() != Code::OK) {
+        fail_assigned(call->response.code() == Code::CORRUPT,
+                      absl::StrCat("bookie ", call->bookie_id, ": ",
+                                   CodeName(call->response.code())));
+        continue;
+      }
+      int64_t answered_through = plan.lo - 1;
+      for (const auto& result : call->response.results()) {
+        const int64_t e = result.entry_id();
+        if (e < plan.lo || e > plan.hi) continue;
+        answered_through = std::max(answered_through, e);
+        auto o = outstanding.find(e);
+        if (o == outstanding.end()) continue;
+        EntryReads& reads = o->second;
+        const bool ours = InWriteSet(e, i, E, Qw);
+        if (result.code() == Code::OK) {
+          absl::Status verified = VerifyEntry(result.entry(), ledger_id, e, call->bookie_id);
+          if (verified.ok()) {
+            out[e - out_base] = result.entry();
+            outstanding.erase(o);
+            continue;
+          }
+          if (!ours) continue;
+          reads.corrupt++;
+          reads.last_problem = verified.ToString();
+        } else if (!ours) {
+          continue;
+        } else if (result.code() == Code::NO_SUCH_ENTRY || result.code() == Code::NO_SUCH_LEDGER) {
+          reads.no_such++;
+          reads.last_problem = absl::StrCat("bookie ", call->bookie_id, ": ", CodeName(result.code()));
+        } else if (result.code() == Code::CORRUPT) {
+          reads.corrupt++;
+          reads.last_problem = absl::StrCat("bookie ", call->bookie_id, ": CORRUPT");
+        } else {
+          reads.errors++;
+          reads.last_problem = absl::StrCat("bookie ", call->bookie_id, ": ", CodeName(result.code()));
+        }
+        reads.tried |= bit;
+      }
+      // Entries past a short (max_bytes) answer stay untried with this
+      // bookie and are asked for again next round. An answer with nothing
+      // in it would loop forever: count it as an error.
+      if (answered_through < plan.lo) {
+        fail_assigned(false, absl::StrCat("bookie ", call->bookie_id, " returned no results"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Entry>> ReadReplicas(ClientCore& core,
+                                                const meta::v1::LedgerMetadata& metadata,
+                                                int64_t first, int64_t last) {
+  std::vector<Entry> out(static_cast<size_t>(last - first + 1));
+  for (int s = 0; s < metadata.segments_size(); ++s) {
+    const meta::v1::Segment& segment = metadata.segments(s);
+    const int64_t seg_first = segment.first_entry_id();
+    const int64_t seg_last = s + 1 < metadata.segments_size()
+                                 ? metadata.segments(s + 1).first_entry_id() - 1
+                                 : INT64_MAX;
+    const int64_t lo = std::max(first, seg_first);
+    const int64_t hi = std::min(last, seg_last);
+    if (lo > hi) continue;
+    absl::Status status = ReadSegmentRange(core, metadata, segment, lo, hi, first, out);
+    if (!status.ok()) return status;
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> ReadLacFromBookies(ClientCore& core,
+                                           const meta::v1::LedgerMetadata& metadata,
+                                           int64_t wait_if_lac_at_most, absl::Duration wait) {
+  using LacGather = Gather<bookie::v1::ReadLacRequest, bookie::v1::ReadLacResponse>;
+  const meta::v1::Segment& segment = metadata.segments(metadata.segments_size() - 1);
+  const bool long_poll = wait_if_lac_at_most >= -1 && wait > absl::ZeroDuration();
+  auto gather = LacGather::Make();
+  std::vector<LacGather::Call*> calls;
+  for (int i = 0; i < segment.bookies_size(); ++i) {
+    LacGather::Call* call = gather->Add(i, segment.bookies(i));
+    call->request.set_expected_instance_id(InstanceOf(segment, i));
+    call->request.set_ledger_id(metadata.id());
+    call->request.set_fence(false);
+    call->request.set_wait_if_lac_at_most(long_poll ? wait_if_lac_at_most : -2);
+    call->request.set_wait_timeout_ms(
+        long_poll ? static_cast<int32_t>(absl::ToInt64Milliseconds(wait)) : 0);
+    calls.push_back(call);
+  }
+  const absl::Duration timeout = core.options.rpc_timeout + (long_poll ? wait : absl::ZeroDuration());
+  for (LacGather::Call* call : calls) {
+    auto conn = core.pool.ForBookie(call->bookie_id);
+    if (!conn.ok()) {
+      gather->Fail(call, grpc::Status(grpc::StatusCode::UNAVAILABLE, conn.status().ToString()));
+      continue;
+    }
+    gather->Start(call, *std::move(conn), timeout,
+                  [](auto* stub, auto* ctx, auto* req, auto* resp, auto cb) {
+                    stub->async()->ReadLac(ctx, req, resp, std::move(cb));
+                  });
+  }
+  auto answered = [](const LacGather::Call* call) {
+    return call->done && call->status.ok() &&
+           (call->response.code() == Code::OK || call->response.code() == Code::NO_SUCH_LEDGER);
+  };
+  const int64_t floor = segment.first_entry_id() - 1;
+  int64_t lac = floor;
+  int replies = 0;
+  std::string last_problem = "no bookies";
+  gather->Await([&] {
+    if (!long_poll) return false;
+    for (const LacGather::Call* call : calls) {
+      if (answered(call) && call->response.lac() > wait_if_lac_at_most) return true;
+    }
+    return false;
+  });
+  {
+    absl::MutexLock l(&gather->mu());
+    for (const LacGather::Call* call : calls) {
+      if (!call->done) continue;
+      if (answered(call)) {
+        ++replies;
+        lac = std::max(lac, call->response.code() == Code::OK ? call->response.lac() : int64_t{-1});
+      } else if (!call->status.ok()) {
+        if (call->status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+          core.pool.Forget(call->bookie_id);
+        }
+        last_problem = absl::StrCat("bookie ", call->bookie_id, ": ", call->status.error_message());
+      } else {
+        last_problem = absl::StrCat("bookie ", call->bookie_id, ": ",
+                                    CodeName(call->response.code()));
+      }
+    }
+  }
+  if (replies == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot read the LAC of ledger ", metadata.id(),
+                                               ": no bookie answered (", last_problem, ")"));
+  }
+  return lac;
+}
+
+}  // namespace ledgerkv::ledger

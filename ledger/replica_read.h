@@ -1,0 +1,44 @@
+// Reading from the bookies of a ledger, shared by LedgerReader and recovery:
+// batched range reads with fallback to the other replicas, and LAC reads
+// (optionally long-polling).
+//
+// Blocking; call from a caller's thread, never from a gRPC callback.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ledger/client_core.h"
+#include "proto/bookie.pb.h"
+#include "proto/metadata.pb.h"
+
+namespace ledgerkv::ledger {
+
+// Returns the verified entries first..last (in order) of the ledger
+// described by `metadata`, reading each range from as few bookies as cover
+// it (one when E == Qw) and falling back to the other replicas of an entry's
+// write set on any error or corrupt copy.
+// Every entry in the range is expected to exist (it is <= the LAC or
+// last_entry_id). Errors: DATA_LOSS if no replica of some entry had an
+// intact copy and at least one had a corrupt one (L10), or if every replica
+// said it does not hold an entry; UNAVAILABLE if some replicas could not be
+// read and none returned it.
+// REQUIRES: 0 <= first <= last.
+absl::StatusOr<std::vector<bookie::v1::Entry>> ReadReplicas(
+    ClientCore& core, const meta::v1::LedgerMetadata& metadata, int64_t first, int64_t last);
+
+// Returns the LAC of an unclosed ledger as the bookies of its last segment
+// know it: the highest LAC piggybacked on any entry they hold, and at least
+// last segment's first entry - 1 (a segment begins after the LAC of the
+// ensemble change that created it).
+// With wait_if_lac_at_most >= -1, each bookie holds the call up to `wait`
+// for its LAC to exceed that value, and the first answer above it is
+// returned without waiting for the others.
+// UNAVAILABLE if no bookie of the segment answered.
+absl::StatusOr<int64_t> ReadLacFromBookies(ClientCore& core,
+                                           const meta::v1::LedgerMetadata& metadata,
+                                           int64_t wait_if_lac_at_most, absl::Duration wait);
+
+}  // namespace ledgerkv::ledger

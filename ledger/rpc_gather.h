@@ -1,0 +1,121 @@
+// Gather: a set of asynchronous unary bookie calls (gRPC callback API) that a
+// blocking caller (reader, recoverer) starts together and waits on until
+// enough of them have answered. Replies arriving after the caller stopped
+// waiting are harmless: each call's callback keeps the Gather alive.
+//
+// Use:
+//   auto g = Gather<ReadLacRequest, ReadLacResponse>::Make();
+//   Call* c = g->Add(tag, bookie_id);  c->request = ...;
+//   g->Start(c, conn, timeout, [](auto* stub, auto* ctx, auto* req, auto* resp, auto cb) {
+//     stub->async()->ReadLac(ctx, req, resp, std::move(cb)); });
+//   g->Await([&] { return <enough, reading only done calls>; });
+//
+// A call's request is written before Start; its `status` and `response` may
+// be read once `done` was seen true under mu() (Await and the predicate run
+// under it), and never change afterwards.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/status.h"
+#include "ledger/bookie_pool.h"
+
+namespace ledgerkv::ledger {
+
+template <typename Req, typename Resp>
+class Gather : public std::enable_shared_from_this<Gather<Req, Resp>> {
+ public:
+  struct Call {
+    int tag = 0;            // the caller's label (ensemble index, ...)
+    std::string bookie_id;  // for messages and Forget on failure
+    grpc::ClientContext ctx;
+    Req request;
+    Resp response;
+    grpc::Status status;  // valid once done
+    bool done = false;    // guarded by the Gather's mu()
+    std::shared_ptr<BookieConn> conn;  // keeps the channel alive during the call
+  };
+  using Invoke = std::function<void(bookie::v1::Bookie::Stub*, grpc::ClientContext*,
+                                    const Req*, Resp*, std::function<void(grpc::Status)>)>;
+
+  static std::shared_ptr<Gather> Make() { return std::shared_ptr<Gather>(new Gather()); }
+
+  // Adds a call (before any Start). The pointer stays valid for the
+  // Gather's lifetime.
+  Call* Add(int tag, std::string bookie_id) {
+    auto call = std::make_unique<Call>();
+    call->tag = tag;
+    call->bookie_id = std::move(bookie_id);
+    Call* raw = call.get();
+    absl::MutexLock l(&mu_);
+    calls_.push_back(std::move(call));
+    return raw;
+  }
+
+  // Sends `call` through `conn` with a deadline `timeout` from now.
+  // REQUIRES: mu() not held (gRPC may complete a call inline).
+  void Start(Call* call, std::shared_ptr<BookieConn> conn, absl::Duration timeout,
+             const Invoke& invoke) {
+    call->ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    call->conn = std::move(conn);
+    std::shared_ptr<Gather> self = this->shared_from_this();
+    invoke(call->conn->stub.get(), &call->ctx, &call->request, &call->response,
+           [self, call](grpc::Status status) {
+             absl::MutexLock l(&self->mu_);
+             call->status = std::move(status);
+             call->done = true;
+           });
+  }
+
+  // Completes `call` without sending it (its bookie could not be resolved).
+  void Fail(Call* call, grpc::Status status) {
+    absl::MutexLock l(&mu_);
+    call->status = std::move(status);
+    call->done = true;
+  }
+
+  // Waits until `enough` holds (evaluated under mu() after every reply) or
+  // every call is done. Returns whether `enough` held.
+  bool Await(const std::function<bool()>& enough) {
+    absl::MutexLock l(&mu_);
+    auto ready = [this, &enough]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return enough() || AllDoneLocked();
+    };
+    mu_.Await(absl::Condition(&ready));
+    return enough();
+  }
+
+  // Waits for every call (each has a deadline, so this is bounded).
+  void AwaitAll() {
+    absl::MutexLock l(&mu_);
+    auto all = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return AllDoneLocked(); };
+    mu_.Await(absl::Condition(&all));
+  }
+
+  absl::Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
+  // REQUIRES: mu() held, or every Start/Fail returned and AwaitAll returned.
+  const std::vector<std::unique_ptr<Call>>& calls() const { return calls_; }
+
+ private:
+  Gather() = default;
+
+  bool AllDoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const auto& call : calls_) {
+      if (!call->done) return false;
+    }
+    return true;
+  }
+
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<Call>> calls_;  // appended under mu_ before any Start
+};
+
+}  // namespace ledgerkv::ledger

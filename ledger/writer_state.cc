@@ -1,0 +1,479 @@
+#include "ledger/writer_state.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "ledger/entry_format.h"
+
+namespace ledgerkv::ledger {
+
+using bookie::v1::Code;
+
+WriterState::WriterState(std::shared_ptr<ClientCore> core, VersionedLedger ledger,
+                         std::vector<std::shared_ptr<BookieConn>> conns)
+    : core_(std::move(core)),
+      id_(ledger.metadata.id()),
+      ensemble_size_(ledger.metadata.ensemble_size()),
+      write_quorum_(ledger.metadata.write_quorum()),
+      ack_quorum_(ledger.metadata.ack_quorum()) {
+  absl::MutexLock l(&mu_);
+  metadata_ = std::move(ledger.metadata);
+  version_ = ledger.version;
+  const meta::v1::Segment& segment = metadata_.segments(metadata_.segments_size() - 1);
+  slots_.resize(ensemble_size_);
+  for (int i = 0; i < ensemble_size_; ++i) {
+    slots_[i].bookie_id = segment.bookies(i);
+    slots_[i].instance_id = InstanceOf(segment, i);
+    slots_[i].conn = conns[i];
+    slots_[i].generation = ++generations_;
+  }
+}
+
+WriterState::~WriterState() { Shutdown(); }
+
+void WriterState::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
+
+void WriterState::Shutdown() {
+  {
+    absl::MutexLock l(&mu_);
+    if (stop_) return;
+    stop_ = true;
+    SetErrorLocked(absl::CancelledError(
+        absl::StrCat("writer of ledger ", id_, " was destroyed before the add completed")));
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+int64_t WriterState::lac() const {
+  absl::MutexLock l(&mu_);
+  return lac_;
+}
+
+meta::v1::LedgerMetadata WriterState::metadata() const {
+  absl::MutexLock l(&mu_);
+  return metadata_;
+}
+
+WriterStats WriterState::stats() const {
+  absl::MutexLock l(&mu_);
+  return stats_;
+}
+
+void WriterState::AppendAsync(std::string payload, LedgerWriter::AddCallback done) {
+  std::vector<std::unique_ptr<AddCall>> out;
+  {
+    absl::MutexLock l(&mu_);
+    if (!error_.ok()) {
+      to_deliver_.push_back(Delivery{std::move(done), error_});
+      return;
+    }
+    if (static_cast<int64_t>(payload.size()) > core_->options.max_entry_bytes) {
+      to_deliver_.push_back(Delivery{
+          std::move(done), absl::InvalidArgumentError(absl::StrCat(
+                               "entry of ", payload.size(), " bytes exceeds the limit of ",
+                               core_->options.max_entry_bytes, " (ledger ", id_, ")"))});
+      return;
+    }
+    if (closing_ || closed_) {
+      to_deliver_.push_back(Delivery{
+          std::move(done),
+          absl::FailedPreconditionError(absl::StrCat("ledger ", id_, " is closed"))});
+      return;
+    }
+    auto add = std::make_shared<PendingAdd>();
+    add->entry_id = next_entry_id_++;
+    appended_length_ += payload.size();
+    add->cumulative_length = appended_length_;
+    add->entry = MakeEntry(id_, add->entry_id, lac_, appended_length_, payload);
+    add->done = std::move(done);
+    pending_.push_back(add);
+    for (int i : WriteSet(add->entry_id, ensemble_size_, write_quorum_)) {
+      // A failed slot gets the entry from its replacement's resend.
+      if (slots_[i].failed) continue;
+      slots_[i].queue.push_back(add);
+      PumpLocked(i, &out);
+    }
+  }
+  SendAll(std::move(out));
+}
+
+void WriterState::PumpLocked(int slot_index, std::vector<std::unique_ptr<AddCall>>* out) {
+  Slot& slot = slots_[slot_index];
+  if (slot.failed || !error_.ok()) return;
+  const ClientOptions& options = core_->options;
+  while (slot.in_flight < std::max(1, options.max_rpcs_in_flight_per_bookie) &&
+         !slot.queue.empty()) {
+    auto call = std::make_unique<AddCall>();
+    call->request.set_expected_instance_id(slot.instance_id);
+    call->request.set_recovery(false);
+    int64_t bytes = 0;
+    while (!slot.queue.empty() &&
+           call->request.entries_size() < std::max(1, options.max_entries_per_add_rpc)) {
+      const std::shared_ptr<PendingAdd>& add = slot.queue.front();
+      const int64_t size = static_cast<int64_t>(add->entry.payload().size());
+      if (call->request.entries_size() > 0 && bytes + size > options.max_bytes_per_add_rpc) break;
+      bytes += size;
+      *call->request.add_entries() = add->entry;
+      call->entry_ids.push_back(add->entry_id);
+      slot.queue.pop_front();
+    }
+    call->conn = slot.conn;
+    call->slot = slot_index;
+    call->generation = slot.generation;
+    ++slot.in_flight;
+    ++stats_.add_rpcs;
+    stats_.entries_sent += call->request.entries_size();
+    out->push_back(std::move(call));
+  }
+}
+
+void WriterState::SendAll(std::vector<std::unique_ptr<AddCall>> calls) {
+  const absl::Time deadline = absl::Now() + core_->options.rpc_timeout;
+  for (auto& owned : calls) {
+    AddCall* call = owned.release();
+    call->ctx.set_deadline(absl::ToChronoTime(deadline));
+    std::shared_ptr<WriterState> self = shared_from_this();
+    call->conn->stub->async()->Add(&call->ctx, &call->request, &call->response,
+                                   [self, call](grpc::Status status) {
+                                     self->OnAddDone(std::unique_ptr<AddCall>(call), status);
+                                   });
+  }
+}
+
+void WriterState::OnAddDone(std::unique_ptr<AddCall> call, const grpc::Status& status) {
+  std::vector<std::unique_ptr<AddCall>> out;
+  {
+    absl::MutexLock l(&mu_);
+    Slot& slot = slots_[call->slot];
+    if (slot.generation != call->generation) return;  // slot failed or replaced since
+    --slot.in_flight;
+    const std::string& bookie_id = slot.bookie_id;
+    if (!status.ok()) {
+      FailSlotLocked(call->slot, absl::StrCat("Add to bookie ", bookie_id, " failed: ",
+                                              status.error_message(), " (gRPC code ",
+                                              static_cast<int>(status.error_code()), ")"));
+    } else {
+      absl::flat_hash_map<int64_t, Code> codes;
+      for (const auto& result : call->response.results()) {
+        if (result.ledger_id() == id_) codes[result.entry_id()] = result.code();
+      }
+      for (int64_t entry_id : call->entry_ids) {
+        auto it = codes.find(entry_id);
+        const Code code = it == codes.end() ? Code::CODE_UNSPECIFIED : it->second;
+        if (code == Code::OK) {
+          AckLocked(entry_id, call->slot);
+        } else if (code == Code::FENCED) {
+          fenced_ = true;
+          SetErrorLocked(FencedError(id_));
+          break;
+        } else {
+          FailSlotLocked(call->slot,
+                         absl::StrCat("bookie ", bookie_id, " answered ",
+                                      it == codes.end() ? "nothing" : bookie::v1::Code_Name(code),
+                                      " for entry ", id_, ":", entry_id));
+          break;
+        }
+      }
+    }
+    PumpLocked(call->slot, &out);
+  }
+  SendAll(std::move(out));
+}
+
+void WriterState::AckLocked(int64_t entry_id, int slot) {
+  if (pending_.empty()) return;
+  const int64_t index = entry_id - pending_.front()->entry_id;
+  if (index < 0 || index >= static_cast<int64_t>(pending_.size())) return;  // delivered already
+  PendingAdd& add = *pending_[index];
+  const uint64_t bit = uint64_t{1} << slot;
+  if (add.acked & bit) return;
+  add.acked |= bit;
+  ++add.ack_count;
+}
+
+void WriterState::FailSlotLocked(int slot_index, std::string why) {
+  Slot& slot = slots_[slot_index];
+  if (slot.failed) return;
+  slot.failed = true;
+  slot.failure = std::move(why);
+  slot.generation = ++generations_;
+  slot.queue.clear();
+  slot.in_flight = 0;
+  failed_bookies_.insert(slot.bookie_id);
+  core_->pool.Forget(slot.bookie_id);
+}
+
+void WriterState::SetErrorLocked(absl::Status status) {
+  if (!error_.ok()) return;
+  error_ = std::move(status);
+  for (auto& add : pending_) to_deliver_.push_back(Delivery{std::move(add->done), error_});
+  pending_.clear();
+  for (Slot& slot : slots_) slot.queue.clear();
+}
+
+bool WriterState::NeedEnsembleChangeLocked() const {
+  if (!error_.ok() || changing_ensemble_ || closed_) return false;
+  // A closing writer with nothing pending has no use for a new bookie, and
+  // its close CAS must not race one.
+  if (closing_ && pending_.empty()) return false;
+  for (const Slot& slot : slots_) {
+    if (slot.failed) return true;
+  }
+  return false;
+}
+
+bool WriterState::HasWorkLocked() const {
+  if (stop_ || !to_deliver_.empty() || NeedEnsembleChangeLocked()) return true;
+  return !changing_ensemble_ && !pending_.empty() && pending_.front()->ack_count >= ack_quorum_;
+}
+
+void WriterState::CollectDeliverableLocked() {
+  // No ack while an ensemble change is in flight. The new segment starts at
+  // the LAC taken when the change began; an entry delivered meanwhile would
+  // fall into that segment with its copy on the replacement still missing,
+  // and a recoverer reading the new segment could count the replacement's
+  // "no such entry" towards calling an acknowledged entry absent (the hole
+  // of BookKeeper issue 2614).
+  if (changing_ensemble_) return;
+  while (!pending_.empty() && pending_.front()->ack_count >= ack_quorum_) {
+    std::shared_ptr<PendingAdd> add = std::move(pending_.front());
+    pending_.pop_front();
+    lac_ = add->entry_id;
+    lac_length_ = add->cumulative_length;
+    to_deliver_.push_back(Delivery{std::move(add->done), add->entry_id});
+  }
+}
+
+void WriterState::Run() {
+  for (;;) {
+    std::vector<Delivery> deliveries;
+    bool change = false;
+    {
+      absl::MutexLock l(&mu_);
+      mu_.Await(absl::Condition(this, &WriterState::HasWorkLocked));
+      CollectDeliverableLocked();
+      deliveries.swap(to_deliver_);
+      if (deliveries.empty()) {
+        if (NeedEnsembleChangeLocked()) {
+          changing_ensemble_ = true;
+          change = true;
+        } else if (stop_) {
+          return;
+        }
+      } else {
+        delivering_ = true;
+      }
+    }
+    if (!deliveries.empty()) {
+      for (Delivery& d : deliveries) d.done(std::move(d.result));
+      absl::MutexLock l(&mu_);
+      delivering_ = false;
+    }
+    if (change) RunEnsembleChange();
+  }
+}
+
+void WriterState::RunEnsembleChange() {
+  meta::v1::LedgerMetadata current;
+  metadata::Version version;
+  std::vector<int> failed;
+  int64_t lac;
+  absl::flat_hash_set<std::string> exclude;
+  std::string why;
+  {
+    absl::MutexLock l(&mu_);
+    current = metadata_;
+    version = version_;
+    lac = lac_;
+    for (int i = 0; i < ensemble_size_; ++i) {
+      exclude.insert(slots_[i].bookie_id);
+      if (slots_[i].failed) {
+        failed.push_back(i);
+        if (why.empty()) why = slots_[i].failure;
+      }
+    }
+    exclude.insert(failed_bookies_.begin(), failed_bookies_.end());
+  }
+
+  auto finish = [this](absl::Status error, bool fenced) {
+    absl::MutexLock l(&mu_);
+    changing_ensemble_ = false;
+    if (fenced) fenced_ = true;
+    SetErrorLocked(std::move(error));
+  };
+
+  std::vector<BookieInfo> replacements;
+  for (size_t k = 0; k < failed.size(); ++k) {
+    auto chosen = core_->placement.ChooseReplacement(exclude);
+    if (!chosen.ok()) {
+      finish(absl::UnavailableError(absl::StrCat("ledger ", id_, ": cannot replace failed bookie (",
+                                                 why, "): ", chosen.status().message())),
+             false);
+      return;
+    }
+    exclude.insert(chosen->bookie_id);
+    replacements.push_back(*std::move(chosen));
+  }
+
+  // The new last segment starts right after the LAC (nothing above it was
+  // delivered, and nothing is delivered until this CAS lands).
+  auto build = [&](const meta::v1::LedgerMetadata& base) {
+    meta::v1::LedgerMetadata next = base;
+    meta::v1::Segment segment = base.segments(base.segments_size() - 1);
+    while (segment.bookie_instances_size() < segment.bookies_size()) segment.add_bookie_instances("");
+    for (size_t k = 0; k < failed.size(); ++k) {
+      segment.set_bookies(failed[k], replacements[k].bookie_id);
+      segment.set_bookie_instances(failed[k], replacements[k].instance_id);
+    }
+    if (segment.first_entry_id() == lac + 1) {
+      *next.mutable_segments(next.segments_size() - 1) = segment;
+    } else {
+      segment.set_first_entry_id(lac + 1);
+      *next.add_segments() = segment;
+    }
+    return next;
+  };
+  meta::v1::LedgerMetadata next = build(current);
+  metadata::Version new_version = 0;
+  for (int attempt = 0;; ++attempt) {
+    auto stored = StoreLedger(*core_, next, version);
+    if (stored.ok()) {
+      new_version = *stored;
+      break;
+    }
+    if (!absl::IsAborted(stored.status()) || attempt >= 10) {
+      finish(absl::UnavailableError(absl::StrCat("ledger ", id_,
+                                                 ": cannot record an ensemble change: ",
+                                                 stored.status().message())),
+             false);
+      return;
+    }
+    auto reread = LoadLedger(*core_, id_);
+    if (!reread.ok()) {
+      finish(absl::UnavailableError(absl::StrCat("ledger ", id_,
+                                                 ": cannot re-read metadata after a conflict: ",
+                                                 reread.status().message())),
+             false);
+      return;
+    }
+    if (SameLedger(reread->metadata, next)) {  // our write landed; its reply was lost
+      new_version = reread->version;
+      break;
+    }
+    if (reread->metadata.state() != meta::v1::OPEN || !SameSegments(reread->metadata, current)) {
+      finish(FencedError(id_), true);
+      return;
+    }
+    // Someone changed an unrelated field (custom metadata): apply on top.
+    current = reread->metadata;
+    version = reread->version;
+    next = build(current);
+  }
+
+  std::vector<std::unique_ptr<AddCall>> out;
+  {
+    absl::MutexLock l(&mu_);
+    changing_ensemble_ = false;
+    metadata_ = next;
+    version_ = new_version;
+    ++stats_.ensemble_changes;
+    for (size_t k = 0; k < failed.size(); ++k) {
+      const int i = failed[k];
+      core_->pool.Learn(replacements[k].bookie_id, replacements[k].address);
+      Slot& slot = slots_[i];
+      slot.bookie_id = replacements[k].bookie_id;
+      slot.instance_id = replacements[k].instance_id;
+      slot.conn = core_->pool.ForAddress(replacements[k].address);
+      slot.generation = ++generations_;
+      slot.failed = false;
+      slot.failure.clear();
+      slot.in_flight = 0;
+      slot.queue.clear();
+      // Every pending entry whose write set holds index i now lives on the
+      // replacement; acks from the old bookie no longer count toward it.
+      const uint64_t bit = uint64_t{1} << i;
+      for (const auto& add : pending_) {
+        if (!InWriteSet(add->entry_id, i, ensemble_size_, write_quorum_)) continue;
+        if (add->acked & bit) {
+          add->acked &= ~bit;
+          --add->ack_count;
+        }
+        slot.queue.push_back(add);
+      }
+    }
+    for (int i = 0; i < ensemble_size_; ++i) PumpLocked(i, &out);
+  }
+  SendAll(std::move(out));
+}
+
+absl::Status WriterState::Close() {
+  meta::v1::LedgerMetadata closed;
+  metadata::Version version;
+  int64_t last;
+  uint64_t length;
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_) return absl::OkStatus();
+    closing_ = true;
+    auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return pending_.empty() && !changing_ensemble_ && to_deliver_.empty() && !delivering_;
+    };
+    mu_.Await(absl::Condition(&drained));
+    if (closed_) return absl::OkStatus();
+    if (fenced_) return error_;
+    closed = metadata_;
+    version = version_;
+    last = lac_;
+    length = lac_length_;
+    closed.set_state(meta::v1::CLOSED);
+    closed.set_last_entry_id(lac_);
+    closed.set_length(lac_length_);
+  }
+  metadata::Version new_version = 0;
+  for (int attempt = 0;; ++attempt) {
+    auto stored = StoreLedger(*core_, closed, version);
+    if (stored.ok()) {
+      new_version = *stored;
+      break;
+    }
+    if (!absl::IsAborted(stored.status()) || attempt >= 10) {
+      return absl::UnavailableError(absl::StrCat("cannot close ledger ", id_, ": ",
+                                                 stored.status().message()));
+    }
+    auto reread = LoadLedger(*core_, id_);
+    if (!reread.ok()) {
+      return absl::UnavailableError(absl::StrCat("cannot close ledger ", id_, ": ",
+                                                 reread.status().message()));
+    }
+    const meta::v1::LedgerMetadata& now = reread->metadata;
+    if (SameLedger(now, closed) ||
+        (now.state() == meta::v1::CLOSED && now.last_entry_id() == last)) {
+      closed = now;
+      new_version = reread->version;
+      break;
+    }
+    if (now.state() != meta::v1::OPEN || !SameSegments(now, closed)) {
+      absl::MutexLock l(&mu_);
+      fenced_ = true;
+      SetErrorLocked(FencedError(id_));
+      return FencedError(id_);
+    }
+    closed = now;
+    closed.set_state(meta::v1::CLOSED);
+    closed.set_last_entry_id(last);
+    closed.set_length(length);
+    version = reread->version;
+  }
+  absl::MutexLock l(&mu_);
+  closed_ = true;
+  metadata_ = closed;
+  version_ = new_version;
+  return absl::OkStatus();
+}
+
+}  // namespace ledgerkv::ledger

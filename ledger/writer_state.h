@@ -1,0 +1,143 @@
+// WriterState: the machinery behind LedgerWriter (see ledger_writer.h for the
+// contract and docs/ledger-protocol.md for the rules). Internal to ledger/.
+//
+// Threads that touch it:
+//  - callers of Append/AppendAsync/Close/lac/metadata;
+//  - gRPC callback threads (OnAddDone): they only update state under mu_ and
+//    send more queued entries; they never block, never touch the metadata
+//    store and never run user callbacks;
+//  - the writer's own thread (Run): delivers completions in entry-id order
+//    and performs ensemble changes (placement + metadata CAS).
+// In-flight RPC callbacks hold a shared_ptr to the state, so it outlives the
+// LedgerWriter handle until they have all returned.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/client_context.h"
+#include "ledger/client_core.h"
+#include "ledger/ledger_writer.h"
+#include "proto/bookie.pb.h"
+
+namespace ledgerkv::ledger {
+
+class WriterState : public std::enable_shared_from_this<WriterState> {
+ public:
+  // `ledger` is the freshly created (OPEN, empty) ledger; conns[i] is the
+  // connection to ensemble index i of its only segment.
+  WriterState(std::shared_ptr<ClientCore> core, VersionedLedger ledger,
+              std::vector<std::shared_ptr<BookieConn>> conns);
+  ~WriterState();
+
+  // Starts the writer thread. Called once, before any other method.
+  void Start();
+  // Fails everything pending with CANCELLED and joins the writer thread.
+  void Shutdown();
+
+  void AppendAsync(std::string payload, LedgerWriter::AddCallback done);
+  absl::Status Close();
+  int64_t lac() const;
+  meta::v1::LedgerMetadata metadata() const;
+  WriterStats stats() const;
+
+ private:
+  struct PendingAdd {
+    int64_t entry_id = 0;
+    uint64_t cumulative_length = 0;
+    bookie::v1::Entry entry;  // immutable once queued
+    LedgerWriter::AddCallback done;
+    uint64_t acked = 0;  // ensemble indices that acknowledged (guarded by mu_)
+    int ack_count = 0;   // guarded by mu_
+  };
+
+  // One ensemble index of the current (last) segment.
+  struct Slot {
+    std::string bookie_id;
+    std::string instance_id;
+    std::shared_ptr<BookieConn> conn;
+    // Bumped when the slot fails or gets a new bookie: replies of older
+    // RPCs are ignored.
+    uint64_t generation = 0;
+    std::deque<std::shared_ptr<PendingAdd>> queue;  // waiting to be sent
+    int in_flight = 0;
+    bool failed = false;
+    std::string failure;
+  };
+
+  struct AddCall {
+    grpc::ClientContext ctx;
+    bookie::v1::AddRequest request;
+    bookie::v1::AddResponse response;
+    std::vector<int64_t> entry_ids;
+    std::shared_ptr<BookieConn> conn;
+    int slot = 0;
+    uint64_t generation = 0;
+  };
+
+  struct Delivery {
+    LedgerWriter::AddCallback done;
+    absl::StatusOr<int64_t> result;
+  };
+
+  void Run();
+  bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool NeedEnsembleChangeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CollectDeliverableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RunEnsembleChange() ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the writer for good: every pending add fails with `status`.
+  void SetErrorLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailSlotLocked(int slot, std::string why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AckLocked(int64_t entry_id, int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves queued entries of `slot` into Add RPCs (batched, capped), to be
+  // sent by SendAll once mu_ is released.
+  void PumpLocked(int slot, std::vector<std::unique_ptr<AddCall>>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendAll(std::vector<std::unique_ptr<AddCall>> calls) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnAddDone(std::unique_ptr<AddCall> call, const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Constant after construction.
+  const std::shared_ptr<ClientCore> core_;
+  const uint64_t id_;
+  const int ensemble_size_;
+  const int write_quorum_;
+  const int ack_quorum_;
+
+  mutable absl::Mutex mu_;
+  meta::v1::LedgerMetadata metadata_ ABSL_GUARDED_BY(mu_);
+  metadata::Version version_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t next_entry_id_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t appended_length_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t lac_ ABSL_GUARDED_BY(mu_) = -1;
+  uint64_t lac_length_ ABSL_GUARDED_BY(mu_) = 0;
+  // Adds lac_+1 .. next_entry_id_-1, in order, not yet delivered.
+  std::deque<std::shared_ptr<PendingAdd>> pending_ ABSL_GUARDED_BY(mu_);
+  std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
+  uint64_t generations_ ABSL_GUARDED_BY(mu_) = 0;
+  // Every bookie that failed under this writer: never chosen again by it.
+  absl::flat_hash_set<std::string> failed_bookies_ ABSL_GUARDED_BY(mu_);
+  // An ensemble change (metadata CAS) is in flight: nothing is delivered.
+  bool changing_ensemble_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Delivery> to_deliver_ ABSL_GUARDED_BY(mu_);
+  // The writer thread is running callbacks taken from to_deliver_.
+  bool delivering_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  bool fenced_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  WriterStats stats_ ABSL_GUARDED_BY(mu_);
+
+  std::thread thread_;
+};
+
+}  // namespace ledgerkv::ledger
