@@ -1,4 +1,4 @@
-// The ledger entry checksum (proto/bookie.proto, docs/bookie-protocol.md):
+// The ledger entry checksum (proto/bookie.proto, docs/bookie-format.md):
 // CRC32C over little-endian fixed64 ledger_id, entry_id, lac, then payload.
 // Computed by the writer, verified by bookies and every reader.
 #pragma once

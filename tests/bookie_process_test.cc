@@ -54,8 +54,8 @@ class BookieProcess {
     proc_ = std::move(*p);
     // "bookie <id> listening on <addr> instance <instance_id>"
     std::vector<std::string> words = absl::StrSplit(proc_->ready_line(), ' ');
-    ASSERT_GE(words.size(), 6u) << proc_->ready_line();
-    instance_id_ = words[5];
+    ASSERT_GE(words.size(), 7u) << proc_->ready_line();
+    instance_id_ = words[6];
     channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
     stub_ = pb::Bookie::NewStub(channel_);
   }

@@ -1,0 +1,118 @@
+// The `ledgerkv` binary: one executable, one subcommand per process role.
+//   ledgerkv bookie --data-dir DIR --listen HOST:PORT [--bookie-id ID] [--no-sync]
+// Other roles (standalone, server, ...) are not implemented yet.
+//
+// The bookie prints exactly one line to stdout when it serves
+//   bookie <id> listening on <addr> instance <instance id>
+// (tests and scripts parse it); everything else goes to stderr. SIGTERM and
+// SIGINT shut it down cleanly (exit 0).
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "ledger/bookie/bookie_server.h"
+
+namespace {
+
+constexpr int kExitUsage = 2;
+
+constexpr char kUsage[] =
+    "usage: ledgerkv <command> [flags]\n"
+    "commands:\n"
+    "  bookie --data-dir DIR --listen HOST:PORT [--bookie-id ID] [--no-sync]\n"
+    "      run a bookie (ledger storage node). --no-sync skips fdatasync on adds:\n"
+    "      acknowledged entries can be lost on power failure (off by default).\n"
+    "  standalone | server    (not yet implemented)\n";
+
+int Usage(const std::string& error) {
+  if (!error.empty()) absl::FPrintF(stderr, "ledgerkv: %s\n", error);
+  absl::FPrintF(stderr, "%s", kUsage);
+  return kExitUsage;
+}
+
+// Blocks SIGTERM/SIGINT in every thread (call before any thread starts) so
+// that the main thread can wait for them with sigwait.
+sigset_t BlockShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+int RunBookie(const std::vector<std::string>& args) {
+  ledgerkv::bookie::BookieOptions options;
+  options.listen.clear();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= args.size()) return false;
+      *out = args[++i];
+      return true;
+    };
+    bool ok = true;
+    if (a == "--data-dir") {
+      ok = value(&options.data_dir);
+    } else if (a == "--listen") {
+      ok = value(&options.listen);
+    } else if (a == "--bookie-id") {
+      ok = value(&options.bookie_id);
+    } else if (a == "--no-sync") {
+      options.sync = false;
+    } else if (a == "--help" || a == "-h") {
+      absl::FPrintF(stdout, "%s", kUsage);
+      return 0;
+    } else {
+      return Usage("bookie: unknown flag " + a);
+    }
+    if (!ok) return Usage("bookie: " + a + " needs a value");
+  }
+  if (options.data_dir.empty()) return Usage("bookie: --data-dir is required");
+  if (options.listen.empty()) return Usage("bookie: --listen is required");
+  if (!options.sync) {
+    absl::FPrintF(stderr,
+                  "ledgerkv bookie: --no-sync: adds are acknowledged before fdatasync; a power "
+                  "failure can lose acknowledged entries\n");
+  }
+
+  sigset_t signals = BlockShutdownSignals();
+  auto server = ledgerkv::bookie::BookieServer::Start(options);
+  if (!server.ok()) {
+    absl::FPrintF(stderr, "ledgerkv bookie: %s\n", server.status().ToString());
+    return 1;
+  }
+  absl::FPrintF(stdout, "bookie %s listening on %s instance %s\n", (*server)->bookie_id(),
+                (*server)->address(), (*server)->instance_id());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  absl::FPrintF(stderr, "ledgerkv bookie: %s, shutting down\n", strsignal(sig));
+  (*server)->Shutdown();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return Usage("missing command");
+  const std::string_view command = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "bookie") return RunBookie(args);
+  if (command == "--help" || command == "-h" || command == "help") {
+    absl::FPrintF(stdout, "%s", kUsage);
+    return 0;
+  }
+  if (command == "standalone" || command == "server" || command == "ledger" ||
+      command == "cluster") {
+    absl::FPrintF(stderr, "ledgerkv %s: not yet implemented\n", command);
+    return kExitUsage;
+  }
+  return Usage(absl::StrFormat("unknown command \"%s\"", command));
+}

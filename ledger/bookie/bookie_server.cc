@@ -1,0 +1,281 @@
+#include "ledger/bookie/bookie_server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "grpcpp/grpcpp.h"
+#include "ledger/bookie/bookie_service.h"
+#include "ledger/bookie/bookie_storage.h"
+#include "proto/metadata.pb.h"
+
+namespace ledgerkv::bookie {
+namespace {
+
+constexpr int kReadThreads = 4;
+constexpr absl::Duration kSessionTtl = absl::Seconds(10);
+// An add carries up to kMaxPayloadSize per entry; leave room for framing.
+constexpr int kMaxReceiveMessageBytes = static_cast<int>(kMaxPayloadSize) + (16 << 20);
+
+namespace meta = ::ledgerkv::meta::v1;
+
+}  // namespace
+
+BookieServer::BookieServer(BookieOptions options) : options_(std::move(options)) {}
+
+BookieServer::~BookieServer() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions options) {
+  std::unique_ptr<BookieServer> s(new BookieServer(std::move(options)));
+  StorageOptions so;
+  so.dir = s->options_.data_dir;
+  so.env = s->options_.env;
+  so.sync = s->options_.sync;
+  ASSIGN_OR_RETURN(s->storage_, BookieStorage::Open(std::move(so)));
+  s->instance_id_ = s->storage_->instance_id();
+
+  s->service_ = std::make_unique<BookieServiceImpl>(s->storage_.get(), kReadThreads);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(s->options_.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(s->service_.get());
+  builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat("bookie: cannot listen on ", s->options_.listen));
+  }
+  const std::string& listen = s->options_.listen;
+  const size_t colon = listen.rfind(':');
+  s->address_ = absl::StrCat(colon == std::string::npos ? listen : listen.substr(0, colon), ":",
+                             port);
+  s->bookie_id_ = s->options_.bookie_id.empty() ? s->address_ : s->options_.bookie_id;
+  s->service_->set_bookie_id(s->bookie_id_);
+
+  if (s->options_.metadata != nullptr) {
+    RETURN_IF_ERROR(s->CheckCookie());
+    RETURN_IF_ERROR(s->Register());
+    s->storage_->SetReadOnlyListener([wakeup = s->wakeup_] {
+      absl::MutexLock l(&wakeup->mu);
+      wakeup->read_only_changed = true;
+      wakeup->cv.Signal();
+    });
+    // The storage may have failed before the listener was in place.
+    if (s->storage_->read_only()) {
+      absl::MutexLock l(&s->wakeup_->mu);
+      s->wakeup_->read_only_changed = true;
+    }
+    BookieServer* raw = s.get();
+    s->background_ = std::thread([raw] { raw->BackgroundLoop(); });
+  }
+  return s;
+}
+
+absl::Status BookieServer::CheckCookie() {
+  metadata::Keys keys(options_.cluster);
+  const std::string key = keys.Cookie(bookie_id_);
+  meta::BookieRegistration cookie;
+  cookie.set_bookie_id(bookie_id_);
+  cookie.set_address(address_);
+  cookie.set_instance_id(instance_id_);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<metadata::VersionedValue> got = options_.metadata->Get(key);
+    if (got.ok()) {
+      meta::BookieRegistration stored;
+      if (!stored.ParseFromString(got->value)) {
+        return absl::DataLossError(absl::StrCat("bookie cookie ", key, " is not parseable"));
+      }
+      if (stored.instance_id() != instance_id_) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "bookie ", bookie_id_, ": metadata cookie ", key, " names instance ",
+            stored.instance_id(), " but data dir ", options_.data_dir, " holds instance ",
+            instance_id_, ". The data directory was wiped or belongs to another bookie; a "
+            "bookie must not rejoin under the same id without its data (remove the cookie only "
+            "after its ledgers were re-replicated)"));
+      }
+      return absl::OkStatus();
+    }
+    if (!absl::IsNotFound(got.status())) return got.status();
+    absl::StatusOr<metadata::Version> put =
+        options_.metadata->Put(key, cookie.SerializeAsString(), metadata::kMustNotExist);
+    if (put.ok()) return absl::OkStatus();
+    // ABORTED: someone wrote the cookie meanwhile; read and compare it.
+    if (!absl::IsAborted(put.status())) return put.status();
+  }
+  return absl::AbortedError(absl::StrCat("bookie cookie ", key, " keeps changing"));
+}
+
+absl::Status BookieServer::Register() {
+  // Called only from Start and then the background thread, never at once;
+  // mu_ is not held across store calls (the store's threads call back into
+  // on_expired, and the storage's writer into the read-only listener).
+  metadata::SessionId session;
+  {
+    absl::MutexLock l(&mu_);
+    session = session_;
+  }
+  if (session == metadata::kNoSession) {
+    metadata::SessionOptions so;
+    so.ttl = kSessionTtl;
+    so.on_expired = [wakeup = wakeup_] {
+      absl::MutexLock l(&wakeup->mu);
+      wakeup->reregister = true;
+      wakeup->cv.Signal();
+    };
+    ASSIGN_OR_RETURN(session, options_.metadata->CreateSession(so));
+    absl::MutexLock l(&mu_);
+    session_ = session;
+  }
+  meta::BookieRegistration reg;
+  reg.set_bookie_id(bookie_id_);
+  reg.set_address(address_);
+  reg.set_instance_id(instance_id_);
+  reg.set_read_only(storage_->read_only());
+  absl::StatusOr<metadata::Version> put =
+      options_.metadata->Put(metadata::Keys(options_.cluster).Bookie(bookie_id_),
+                             reg.SerializeAsString(), metadata::kAnyVersion, session);
+  if (absl::IsNotFound(put.status())) {
+    absl::MutexLock l(&mu_);  // the session ended meanwhile: start a new one
+    if (session_ == session) session_ = metadata::kNoSession;
+  }
+  return put.status();
+}
+
+void BookieServer::BackgroundLoop() {
+  Wakeup& w = *wakeup_;
+  absl::Time next_gc = absl::Now() + options_.gc_interval;
+  w.mu.Lock();
+  while (!w.stopping) {
+    if (!w.reregister && !w.read_only_changed && absl::Now() < next_gc) {
+      w.cv.WaitWithDeadline(&w.mu, next_gc);
+      continue;
+    }
+    const bool reregister = std::exchange(w.reregister, false);
+    const bool update = std::exchange(w.read_only_changed, false);
+    const bool gc = absl::Now() >= next_gc;
+    w.mu.Unlock();
+    if (reregister) {
+      absl::MutexLock l(&mu_);
+      session_ = metadata::kNoSession;  // it expired: Register makes a new one
+    }
+    bool retry = false;
+    if (reregister || update) {
+      absl::Status s = Register();
+      if (!s.ok()) {
+        absl::FPrintF(stderr, "bookie %s: registration failed: %s\n", bookie_id_, s.ToString());
+        retry = true;
+      }
+    }
+    if (gc) {
+      absl::Status s = RunGcOnce();
+      if (!s.ok()) absl::FPrintF(stderr, "bookie %s: gc: %s\n", bookie_id_, s.ToString());
+      next_gc = absl::Now() + options_.gc_interval;
+    }
+    w.mu.Lock();
+    if (retry) {
+      w.read_only_changed = true;  // Register writes the current state
+      // Back off a little instead of spinning on a failing store.
+      w.cv.WaitWithTimeout(&w.mu, absl::Seconds(1));
+    }
+  }
+  w.mu.Unlock();
+}
+
+absl::Status BookieServer::RunGcOnce() {
+  if (options_.metadata == nullptr) {
+    return absl::FailedPreconditionError("bookie gc needs a metadata store");
+  }
+  absl::MutexLock g(&gc_mu_);
+  {
+    absl::MutexLock l(&mu_);
+    if (shutdown_) return absl::FailedPreconditionError("bookie is shut down");
+  }
+  // Held ledgers first, listing second: a ledger created after the listing
+  // is not in `held`, and one in `held` had its metadata before it reached
+  // us, so it is listed unless it was deleted.
+  const std::vector<uint64_t> held = storage_->LedgerIds();
+  metadata::Keys keys(options_.cluster);
+  absl::StatusOr<std::vector<metadata::KeyValue>> listing =
+      options_.metadata->List(keys.LedgersPrefix());
+  if (!listing.ok()) {
+    return absl::Status(listing.status().code(),
+                        absl::StrCat("ledger listing failed, nothing deleted: ",
+                                     listing.status().message()));
+  }
+  absl::flat_hash_set<uint64_t> present;
+  for (const metadata::KeyValue& kv : *listing) {
+    uint64_t id;
+    if (keys.ParseLedgerKey(kv.key, &id)) present.insert(id);
+  }
+  std::vector<uint64_t> dead;
+  for (uint64_t id : held) {
+    if (!present.contains(id)) dead.push_back(id);
+  }
+  if (!dead.empty()) {
+    RETURN_IF_ERROR(storage_->DeleteLedgers(dead));
+    absl::FPrintF(stderr, "bookie %s: gc: deleted %d ledgers without metadata\n", bookie_id_,
+                  dead.size());
+  }
+  if (storage_->read_only()) return absl::OkStatus();  // compaction needs the journal
+  ASSIGN_OR_RETURN(BookieStorage::CompactionResult r, storage_->CompactJournal());
+  if (r.files_deleted > 0) {
+    absl::FPrintF(stderr,
+                  "bookie %s: gc: removed %d journal files (%d compacted, %d entries copied, "
+                  "%d bytes)\n",
+                  bookie_id_, r.files_deleted, r.files_compacted, r.entries_copied,
+                  r.bytes_reclaimed);
+  }
+  return absl::OkStatus();
+}
+
+bool BookieServer::read_only() const {
+  absl::MutexLock l(&mu_);
+  return shutdown_ ? read_only_at_shutdown_ : storage_->read_only();
+}
+
+void BookieServer::Shutdown() {
+  metadata::SessionId session;
+  {
+    absl::MutexLock l(&mu_);
+    if (shutdown_) return;
+  }
+  {
+    absl::MutexLock l(&wakeup_->mu);
+    wakeup_->stopping = true;
+    wakeup_->cv.Signal();
+  }
+  if (background_.joinable()) background_.join();
+  {
+    absl::MutexLock g(&gc_mu_);  // wait for a RunGcOnce from another thread
+    absl::MutexLock l(&mu_);
+    shutdown_ = true;
+    read_only_at_shutdown_ = storage_ != nullptr && storage_->read_only();
+    session = std::exchange(session_, metadata::kNoSession);
+  }
+  if (session != metadata::kNoSession) {
+    absl::Status s = options_.metadata->CloseSession(session);
+    if (!s.ok() && !absl::IsNotFound(s)) {
+      absl::FPrintF(stderr, "bookie %s: deregistration failed: %s\n", bookie_id_, s.ToString());
+    }
+  }
+  // Storage first: it answers every queued add and ends long polls, so the
+  // gRPC shutdown below has no reaction left waiting.
+  if (storage_ != nullptr) {
+    storage_->Close();
+    absl::MutexLock l(&mu_);
+    read_only_at_shutdown_ = storage_->read_only();
+  }
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+  server_.reset();   // before the service it calls into
+  service_.reset();  // joins the read pool (Shutdown waited for its reads)
+  storage_.reset();  // releases the data directory
+}
+
+}  // namespace ledgerkv::bookie

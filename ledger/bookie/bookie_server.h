@@ -1,0 +1,122 @@
+// BookieServer: a running bookie — storage, the Bookie gRPC service on a
+// listening port, and (with a metadata store) its cookie, its ephemeral
+// registration and ledger garbage collection. `ledgerkv bookie` runs one;
+// tests start them in-process.
+//
+// Threads: gRPC's, the storage's (writer, checkpointer, LAC timer), a read
+// pool, and with metadata a background thread for GC and registration
+// updates. Public methods are thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "base/file.h"
+#include "metadata/metadata_store.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+
+namespace ledgerkv::bookie {
+
+class BookieStorage;
+class BookieServiceImpl;
+
+struct BookieOptions {
+  // Data directory (created if missing).
+  std::string data_dir;
+  // host:port to listen on; port 0 picks a free one (see address()).
+  std::string listen = "127.0.0.1:0";
+  // Default: the bound address.
+  std::string bookie_id;
+  // false: relaxed mode without fdatasync on adds (see docs/bookie-format.md).
+  bool sync = true;
+  // File layer for the journal (nullptr: Env::Default()). Must outlive the server.
+  Env* env = nullptr;
+  // Optional; must outlive the server. Enables the cookie check,
+  // registration and garbage collection.
+  metadata::MetadataStore* metadata = nullptr;
+  std::string cluster = "default";
+  absl::Duration gc_interval = absl::Minutes(5);
+};
+
+class BookieServer {
+ public:
+  // Opens the storage (replaying the journal), starts serving, and with
+  // metadata checks the cookie and registers the bookie.
+  // Errors: as BookieStorage::Open; UNAVAILABLE if it cannot listen on
+  // options.listen; FAILED_PRECONDITION if the metadata cookie of this
+  // bookie id names another instance (its data dir was wiped or belongs to
+  // another bookie); metadata store errors.
+  static absl::StatusOr<std::unique_ptr<BookieServer>> Start(BookieOptions options);
+
+  // Shutdown().
+  ~BookieServer();
+
+  BookieServer(const BookieServer&) = delete;
+  BookieServer& operator=(const BookieServer&) = delete;
+
+  // host:port where the service listens (the bound port).
+  const std::string& address() const { return address_; }
+  const std::string& bookie_id() const { return bookie_id_; }
+  const std::string& instance_id() const { return instance_id_; }
+
+  // Deregisters, answers every pending request, stops serving and closes
+  // the storage (releasing the data directory). Idempotent.
+  void Shutdown();
+
+  // One garbage-collection round: takes the ledgers held, THEN lists the
+  // ledgers in metadata; deletes those held but absent, then reclaims
+  // journal files (delete dead files, compact those under half live).
+  // A failed listing deletes nothing and returns its error.
+  // FAILED_PRECONDITION without a metadata store or after Shutdown.
+  absl::Status RunGcOnce();
+
+  // Whether the bookie has turned read-only (a failed write or sync).
+  bool read_only() const;
+
+ private:
+  explicit BookieServer(BookieOptions options);
+
+  absl::Status CheckCookie();
+  // (Re)creates the session and writes the ephemeral registration.
+  absl::Status Register();
+  void BackgroundLoop();
+
+  // Constant after Start.
+  const BookieOptions options_;
+  std::string address_;
+  std::string bookie_id_;
+  std::string instance_id_;
+  std::unique_ptr<BookieStorage> storage_;
+  std::unique_ptr<BookieServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+
+  absl::Mutex gc_mu_;  // one GC round at a time
+
+  mutable absl::Mutex mu_;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_only_at_shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  metadata::SessionId session_ ABSL_GUARDED_BY(mu_) = metadata::kNoSession;
+
+  // Requests for the background thread. Shared with the session-expiry
+  // callback, which the store may run even after this object is gone.
+  struct Wakeup {
+    absl::Mutex mu;
+    absl::CondVar cv;
+    bool stopping ABSL_GUARDED_BY(mu) = false;
+    bool reregister ABSL_GUARDED_BY(mu) = false;
+    bool read_only_changed ABSL_GUARDED_BY(mu) = false;
+  };
+  const std::shared_ptr<Wakeup> wakeup_ = std::make_shared<Wakeup>();
+  std::thread background_;
+};
+
+}  // namespace ledgerkv::bookie

@@ -1,0 +1,240 @@
+// BookieServer with a metadata store: cookie (instance id) check,
+// registration, garbage collection.
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "base/entry_checksum.h"
+#include "base/fault_env.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "ledger/bookie/bookie_server.h"
+#include "ledger/bookie/test_util.h"
+#include "metadata/embedded_store.h"
+#include "proto/bookie.grpc.pb.h"
+#include "proto/metadata.pb.h"
+
+namespace ledgerkv::bookie {
+namespace {
+
+using testing::NewTempDir;
+
+// The embedded store, with List failing on demand (a metadata outage).
+class FlakyListStore final : public metadata::MetadataStore {
+ public:
+  explicit FlakyListStore(metadata::MetadataStore* base) : base_(base) {}
+  void FailList(bool fail) { fail_list_ = fail; }
+
+  absl::StatusOr<metadata::VersionedValue> Get(std::string_view key) override {
+    return base_->Get(key);
+  }
+  absl::StatusOr<metadata::Version> Put(std::string_view key, std::string_view value,
+                                        metadata::Version expected,
+                                        metadata::SessionId session = metadata::kNoSession) override {
+    return base_->Put(key, value, expected, session);
+  }
+  absl::Status Delete(std::string_view key, metadata::Version expected) override {
+    return base_->Delete(key, expected);
+  }
+  absl::StatusOr<std::vector<metadata::KeyValue>> List(std::string_view prefix) override {
+    if (fail_list_) return absl::UnavailableError("injected: metadata store unreachable");
+    return base_->List(prefix);
+  }
+  absl::StatusOr<metadata::TxnResult> Txn(const std::vector<metadata::TxnCompare>& c,
+                                          const std::vector<metadata::TxnOp>& o) override {
+    return base_->Txn(c, o);
+  }
+  absl::StatusOr<std::unique_ptr<metadata::WatchHandle>> Watch(
+      std::string_view prefix, metadata::Version from, metadata::WatchCallback cb) override {
+    return base_->Watch(prefix, from, std::move(cb));
+  }
+  absl::StatusOr<metadata::SessionId> CreateSession(const metadata::SessionOptions& o) override {
+    return base_->CreateSession(o);
+  }
+  absl::Status KeepAlive(metadata::SessionId s) override { return base_->KeepAlive(s); }
+  absl::Status CloseSession(metadata::SessionId s) override { return base_->CloseSession(s); }
+  absl::StatusOr<metadata::Version> CurrentRevision() override {
+    return base_->CurrentRevision();
+  }
+
+ private:
+  metadata::MetadataStore* const base_;
+  std::atomic<bool> fail_list_{false};
+};
+
+class BookieServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = metadata::EmbeddedStore::Open(NewTempDir("meta"));
+    ASSERT_TRUE(store.ok()) << store.status();
+    embedded_ = std::move(*store);
+    store_ = std::make_unique<FlakyListStore>(embedded_.get());
+    data_dir_ = NewTempDir("bookie");
+  }
+
+  BookieOptions Options() {
+    BookieOptions o;
+    o.data_dir = data_dir_;
+    o.bookie_id = "bookie-1";
+    o.metadata = store_.get();
+    o.cluster = "test";
+    o.gc_interval = absl::Hours(1);
+    return o;
+  }
+
+  std::unique_ptr<BookieServer> Start(BookieOptions o) {
+    auto s = BookieServer::Start(std::move(o));
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  void AddEntry(BookieServer& server, uint64_t ledger, int64_t entry) {
+    auto stub = v1::Bookie::NewStub(
+        grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+    v1::AddRequest req;
+    v1::Entry* e = req.add_entries();
+    e->set_ledger_id(ledger);
+    e->set_entry_id(entry);
+    e->set_lac(-1);
+    e->set_payload("data");
+    e->set_checksum(EntryChecksum(ledger, entry, -1, "data"));
+    v1::AddResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ASSERT_TRUE(stub->Add(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.results(0).code(), v1::OK);
+  }
+
+  v1::Code ReadCode(BookieServer& server, uint64_t ledger) {
+    auto stub = v1::Bookie::NewStub(
+        grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+    v1::ReadRequest req;
+    req.set_ledger_id(ledger);
+    req.set_count(1);
+    v1::ReadResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    EXPECT_TRUE(stub->Read(&ctx, req, &resp).ok());
+    if (resp.code() != v1::OK) return resp.code();
+    return resp.results_size() > 0 ? resp.results(0).code() : v1::CODE_UNSPECIFIED;
+  }
+
+  absl::StatusOr<meta::v1::BookieRegistration> Registration(const std::string& key) {
+    auto got = store_->Get(key);
+    if (!got.ok()) return got.status();
+    meta::v1::BookieRegistration reg;
+    if (!reg.ParseFromString(got->value)) return absl::DataLossError("unparseable");
+    return reg;
+  }
+
+  metadata::Keys keys_{"test"};
+  std::unique_ptr<metadata::EmbeddedStore> embedded_;
+  std::unique_ptr<FlakyListStore> store_;
+  std::string data_dir_;
+};
+
+TEST_F(BookieServerTest, RegistersCookieAndEphemeralKey) {
+  auto server = Start(Options());
+  auto cookie = Registration(keys_.Cookie("bookie-1"));
+  ASSERT_TRUE(cookie.ok()) << cookie.status();
+  EXPECT_EQ(cookie->instance_id(), server->instance_id());
+  auto reg = Registration(keys_.Bookie("bookie-1"));
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  EXPECT_EQ(reg->address(), server->address());
+  EXPECT_EQ(reg->instance_id(), server->instance_id());
+  EXPECT_FALSE(reg->read_only());
+  server->Shutdown();
+  EXPECT_TRUE(absl::IsNotFound(store_->Get(keys_.Bookie("bookie-1")).status()));
+  // Restarting on the same data dir matches the cookie.
+  server = Start(Options());
+  EXPECT_EQ(server->instance_id(), cookie->instance_id());
+}
+
+// A wiped data directory gets a new instance id; the cookie still names the
+// old one, so the bookie must not silently rejoin.
+TEST_F(BookieServerTest, WipedDataDirIsRefusedByTheCookie) {
+  auto server = Start(Options());
+  server.reset();
+  data_dir_ = NewTempDir("wiped");
+  auto again = BookieServer::Start(Options());
+  ASSERT_FALSE(again.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(again.status())) << again.status();
+  EXPECT_NE(again.status().message().find("wiped"), std::string::npos) << again.status();
+}
+
+TEST_F(BookieServerTest, GcDeletesOnlyLedgersWithoutMetadata) {
+  auto server = Start(Options());
+  for (uint64_t l : {1, 2, 3}) AddEntry(*server, l, 0);
+  ASSERT_TRUE(store_->Put(keys_.Ledger(1), "meta", metadata::kMustNotExist).ok());
+  ASSERT_TRUE(store_->Put(keys_.Ledger(3), "meta", metadata::kMustNotExist).ok());
+  ASSERT_TRUE(server->RunGcOnce().ok());
+  EXPECT_EQ(ReadCode(*server, 1), v1::OK);
+  EXPECT_EQ(ReadCode(*server, 2), v1::NO_SUCH_LEDGER);
+  EXPECT_EQ(ReadCode(*server, 3), v1::OK);
+}
+
+// Never delete on a failed listing: an unreachable store is not "no ledgers".
+TEST_F(BookieServerTest, GcDoesNothingWhenListingFails) {
+  auto server = Start(Options());
+  for (uint64_t l : {1, 2}) AddEntry(*server, l, 0);
+  store_->FailList(true);
+  absl::Status s = server->RunGcOnce();
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_EQ(ReadCode(*server, 1), v1::OK);
+  EXPECT_EQ(ReadCode(*server, 2), v1::OK);
+  store_->FailList(false);
+  ASSERT_TRUE(server->RunGcOnce().ok());
+  EXPECT_EQ(ReadCode(*server, 1), v1::NO_SUCH_LEDGER);
+}
+
+TEST_F(BookieServerTest, GcRunsPeriodically) {
+  BookieOptions o = Options();
+  o.gc_interval = absl::Milliseconds(100);
+  auto server = Start(o);
+  AddEntry(*server, 5, 0);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (ReadCode(*server, 5) != v1::NO_SUCH_LEDGER && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(ReadCode(*server, 5), v1::NO_SUCH_LEDGER);
+}
+
+TEST_F(BookieServerTest, ReadOnlyIsPublishedInTheRegistration) {
+  FaultInjectionEnv env(Env::Default());
+  BookieOptions o = Options();
+  o.env = &env;
+  auto server = Start(o);
+  env.FailAllSyncs(true);
+  auto stub = v1::Bookie::NewStub(
+      grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+  v1::AddRequest req;
+  v1::Entry* e = req.add_entries();
+  e->set_ledger_id(1);
+  e->set_payload("x");
+  e->set_checksum(EntryChecksum(1, 0, 0, "x"));
+  v1::AddResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ASSERT_TRUE(stub->Add(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.results(0).code(), v1::READ_ONLY);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  bool published = false;
+  while (!published && absl::Now() < deadline) {
+    auto reg = Registration(keys_.Bookie("bookie-1"));
+    published = reg.ok() && reg->read_only();
+    if (!published) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(published);
+  server.reset();
+}
+
+TEST_F(BookieServerTest, GcWithoutMetadataIsRefused) {
+  BookieOptions o = Options();
+  o.metadata = nullptr;
+  auto server = Start(o);
+  EXPECT_TRUE(absl::IsFailedPrecondition(server->RunGcOnce()));
+}
+
+}  // namespace
+}  // namespace ledgerkv::bookie

@@ -1,0 +1,75 @@
+// The Bookie gRPC service (proto/bookie.proto) over a BookieStorage, with the
+// callback API: Add and fences complete from the storage's commit path,
+// disk reads run on a small thread pool, long polls complete from the add
+// path or a timer. No reaction ever blocks.
+//
+// Request-level codes (Read/ReadLac `code`): OK, INSTANCE_MISMATCH,
+// NO_SUCH_LEDGER, INVALID (bad arguments), READ_ONLY (a requested fence
+// could not be made durable). Per-entry codes: see README.md.
+//
+// Fault points (base/fault_point.h), argument = bookie id:
+//   bookie.fence.drop_request  the fence request is lost: nothing is fenced
+//                              and the RPC fails with UNAVAILABLE (what a
+//                              client sees of a lost request, without making
+//                              tests wait for their deadline);
+//   bookie.fence.drop_reply    the fence is applied durably, then the reply
+//                              is lost: the RPC fails with UNAVAILABLE.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "ledger/bookie/bookie_storage.h"
+#include "ledger/bookie/thread_pool.h"
+#include "proto/bookie.grpc.pb.h"
+
+namespace ledgerkv::bookie {
+
+class BookieServiceImpl final : public v1::Bookie::CallbackService {
+ public:
+  // `storage` must outlive the service. `read_threads` serve disk reads.
+  BookieServiceImpl(BookieStorage* storage, int read_threads);
+  // Waits for queued reads to finish.
+  ~BookieServiceImpl() override;
+
+  // The id used in GetInfo and as the fault-point argument. Set once the
+  // listening address is known.
+  void set_bookie_id(std::string id);
+
+  // The RPCs of proto/bookie.proto; semantics in README.md ("RPC
+  // semantics"). Each returns the call's reactor, finished later from the
+  // storage's commit path, the read pool or the long-poll timer.
+  grpc::ServerUnaryReactor* Add(grpc::CallbackServerContext* ctx, const v1::AddRequest* req,
+                                v1::AddResponse* resp) override;
+  grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext* ctx, const v1::ReadRequest* req,
+                                 v1::ReadResponse* resp) override;
+  grpc::ServerUnaryReactor* ReadLac(grpc::CallbackServerContext* ctx,
+                                    const v1::ReadLacRequest* req,
+                                    v1::ReadLacResponse* resp) override;
+  grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* ctx,
+                                    const v1::GetInfoRequest* req,
+                                    v1::GetInfoResponse* resp) override;
+
+ private:
+  bool InstanceMismatch(const std::string& expected) const;
+  // Runs the fence part of Read/ReadLac, then `then` (on the writer thread)
+  // if the fence is durable. Finishes the reactor itself on failure (after
+  // set_code(code) for a request-level error) and on injected faults.
+  void FenceThen(uint64_t ledger_id, grpc::ServerUnaryReactor* reactor,
+                 std::function<void(Code)> set_code, absl::AnyInvocable<void() &&> then);
+  // Fills a range read response (blocking disk reads).
+  void ReadRange(const v1::ReadRequest& req, v1::ReadResponse* resp);
+  void FillLac(uint64_t ledger_id, v1::ReadLacResponse* resp) const;
+  std::string bookie_id() const;
+
+  BookieStorage* const storage_;  // Constant after construction.
+  ThreadPool read_pool_;
+
+  mutable absl::Mutex mu_;
+  std::string bookie_id_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ledgerkv::bookie

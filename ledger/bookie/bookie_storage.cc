@@ -1,0 +1,415 @@
+// BookieStorage: opening (instance id, replay, torn-tail repair), reads,
+// long polls, stats and Close. The write path is in storage_writer.cc and
+// garbage collection in storage_gc.cc.
+#include "ledger/bookie/bookie_storage.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "base/status_macros.h"
+#include "ledger/bookie/journal_reader.h"
+
+namespace ledgerkv::bookie {
+namespace {
+
+constexpr char kInstanceFile[] = "INSTANCE";
+constexpr char kCheckpointFile[] = "CHECKPOINT";
+constexpr char kIndexDir[] = "index";
+// Replay applies index updates in batches of this many records.
+constexpr int kReplayBatchRecords = 10000;
+
+std::string NewInstanceId() {
+  std::random_device rd;  // /dev/urandom
+  uint64_t hi = (static_cast<uint64_t>(rd()) << 32) | rd();
+  uint64_t lo = (static_cast<uint64_t>(rd()) << 32) | rd();
+  return absl::StrFormat("%016x%016x", hi, lo);
+}
+
+bool ValidInstanceId(std::string_view id) {
+  if (id.size() != 32) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return absl::ascii_isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f');
+  });
+}
+
+std::string NormalizeDir(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir;
+}
+
+StorageOptions Normalize(StorageOptions o) {
+  o.dir = NormalizeDir(std::move(o.dir));
+  if (o.env == nullptr) o.env = Env::Default();
+  return o;
+}
+
+}  // namespace
+
+BookieStorage::BookieStorage(StorageOptions options)
+    : options_(Normalize(std::move(options))), env_(options_.env) {}
+
+BookieStorage::~BookieStorage() { Close(); }
+
+absl::StatusOr<std::unique_ptr<BookieStorage>> BookieStorage::Open(StorageOptions options) {
+  if (options.dir.empty()) return absl::InvalidArgumentError("bookie storage: empty data dir");
+  std::unique_ptr<BookieStorage> storage(new BookieStorage(std::move(options)));
+  RETURN_IF_ERROR(storage->Init());
+  return storage;
+}
+
+std::string BookieStorage::JournalPath(uint64_t number) const {
+  return absl::StrCat(options_.dir, "/", JournalFileName(number));
+}
+
+absl::Status BookieStorage::LoadOrCreateInstanceId(const std::vector<std::string>& children) {
+  const std::string path = absl::StrCat(options_.dir, "/", kInstanceFile);
+  const bool has_instance =
+      std::find(children.begin(), children.end(), kInstanceFile) != children.end();
+  if (has_instance) {
+    ASSIGN_OR_RETURN(std::string contents, ReadFileToString(env_, path));
+    const std::string id(absl::StripAsciiWhitespace(contents));
+    if (!ValidInstanceId(id)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, " does not hold a valid instance id (32 hex digits)"));
+    }
+    instance_id_ = id;
+    return absl::OkStatus();
+  }
+  for (const std::string& name : children) {
+    uint64_t n;
+    if (ParseJournalFileName(name, &n) || name == kCheckpointFile || name == kIndexDir) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "data dir ", options_.dir, " holds bookie data (", name, ") but no ", kInstanceFile,
+          " file; refusing to invent a new identity for existing data"));
+    }
+  }
+  instance_id_ = NewInstanceId();
+  RETURN_IF_ERROR(WriteFileAtomically(env_, path, instance_id_ + "\n"));
+  // The data dir itself may be new: make its entry in the parent durable.
+  return env_->SyncDir(DirName(options_.dir));
+}
+
+absl::StatusOr<JournalPosition> BookieStorage::ReadCheckpoint() {
+  const std::string path = absl::StrCat(options_.dir, "/", kCheckpointFile);
+  if (!env_->FileExists(path)) return JournalPosition{};
+  ASSIGN_OR_RETURN(std::string contents, ReadFileToString(env_, path));
+  std::vector<absl::string_view> parts =
+      absl::StrSplit(absl::StripAsciiWhitespace(contents), ' ', absl::SkipEmpty());
+  JournalPosition pos;
+  if (parts.size() != 3 || parts[0] != "v1" || !absl::SimpleAtoi(parts[1], &pos.file) ||
+      !absl::SimpleAtoi(parts[2], &pos.offset) || pos.file == 0) {
+    return absl::DataLossError(absl::StrCat(path, " is malformed: \"", contents, "\""));
+  }
+  return pos;
+}
+
+absl::Status BookieStorage::WriteCheckpointFile(const JournalPosition& pos) {
+  return WriteFileAtomically(env_, absl::StrCat(options_.dir, "/", kCheckpointFile),
+                             absl::StrCat("v1 ", pos.file, " ", pos.offset, "\n"));
+}
+
+absl::Status BookieStorage::OpenNewJournalFile(uint64_t number) {
+  const std::string path = JournalPath(number);
+  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env_->NewWritableFile(path));
+  RETURN_IF_ERROR(env_->SyncDir(options_.dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> reader, env_->NewRandomAccessFile(path));
+  if (journal_ != nullptr) IgnoreError(journal_->Close());  // already synced by the caller
+  journal_ = std::move(file);
+  journal_number_ = number;
+  absl::MutexLock l(&mu_);
+  files_[number] = std::move(reader);
+  file_sizes_[number] = journal_->Size();
+  return absl::OkStatus();
+}
+
+absl::Status BookieStorage::Init() {
+  RETURN_IF_ERROR(env_->CreateDirIfMissing(options_.dir));
+  ASSIGN_OR_RETURN(std::vector<std::string> children, env_->GetChildren(options_.dir));
+  RETURN_IF_ERROR(LoadOrCreateInstanceId(children));
+  ASSIGN_OR_RETURN(index_, Index::Open(absl::StrCat(options_.dir, "/", kIndexDir)));
+  {
+    absl::MutexLock l(&mu_);
+    RETURN_IF_ERROR(index_->ForEachLedger(
+        [this](uint64_t id, const LedgerState& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          ledgers_[id] = st;
+        }));
+  }
+  ASSIGN_OR_RETURN(JournalPosition cp, ReadCheckpoint());
+
+  std::vector<uint64_t> numbers;
+  for (const std::string& name : children) {
+    uint64_t n;
+    if (ParseJournalFileName(name, &n)) numbers.push_back(n);
+  }
+  std::sort(numbers.begin(), numbers.end());
+  for (uint64_t n : numbers) {
+    ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, env_->NewRandomAccessFile(JournalPath(n)));
+    ASSIGN_OR_RETURN(uint64_t size, env_->GetFileSize(JournalPath(n)));
+    absl::MutexLock l(&mu_);
+    files_[n] = std::move(f);
+    file_sizes_[n] = size;
+  }
+
+  // Replay every file from the checkpoint's on. Files before it may have
+  // been deleted by GC; from it on, none may be missing.
+  auto first = numbers.begin();
+  if (cp.file != 0) {
+    first = std::find(numbers.begin(), numbers.end(), cp.file);
+    if (first == numbers.end()) {
+      return absl::DataLossError(absl::StrCat("checkpoint names ", JournalFileName(cp.file),
+                                              " which is missing from ", options_.dir));
+    }
+  }
+  absl::flat_hash_map<uint64_t, LedgerState> touched;
+  for (auto it = first; it != numbers.end(); ++it) {
+    if (it != first && *it != *(it - 1) + 1) {
+      return absl::DataLossError(absl::StrCat("journal file ", JournalFileName(*(it - 1) + 1),
+                                              " is missing from ", options_.dir));
+    }
+    uint64_t start = *it == cp.file ? cp.offset : 0;
+    RETURN_IF_ERROR(ReplayFile(*it, start, it + 1 == numbers.end(), &touched));
+  }
+  if (!touched.empty()) {
+    Index::Batch batch;
+    absl::MutexLock l(&mu_);
+    for (const auto& [id, st] : touched) {
+      batch.PutLedger(id, st);
+      ledgers_[id] = st;
+    }
+    RETURN_IF_ERROR(index_->Write(batch));
+  }
+
+  if (numbers.empty()) {
+    RETURN_IF_ERROR(OpenNewJournalFile(1));
+  } else {
+    ASSIGN_OR_RETURN(journal_, env_->NewWritableFile(JournalPath(numbers.back())));
+    journal_number_ = numbers.back();
+  }
+  JournalPosition end{journal_number_, journal_->Size()};
+  if (end != cp) {
+    RETURN_IF_ERROR(index_->Flush());
+    RETURN_IF_ERROR(WriteCheckpointFile(end));
+  }
+  {
+    absl::MutexLock l(&mu_);
+    applied_ = end;
+    checkpoint_ = end;
+  }
+  writer_ = std::thread([this] { WriterLoop(); });
+  applier_ = std::thread([this] { ApplierLoop(); });
+  checkpointer_ = std::thread([this] { CheckpointLoop(); });
+  return absl::OkStatus();
+}
+
+absl::Status BookieStorage::ReplayFile(uint64_t number, uint64_t start, bool last,
+                                       absl::flat_hash_map<uint64_t, LedgerState>* touched) {
+  std::shared_ptr<RandomAccessFile> file = FindFile(number);
+  uint64_t size;
+  {
+    absl::MutexLock l(&mu_);
+    size = file_sizes_[number];
+  }
+  const std::string name = JournalFileName(number);
+  if (start > size) {
+    // Only possible when the checkpoint covered data that was never synced
+    // (relaxed mode) and a power loss took it.
+    return absl::DataLossError(absl::StrCat("checkpoint position ", start, " is beyond the end (",
+                                            size, ") of ", name));
+  }
+  JournalScanner scanner(file.get(), number, size, start);
+  Index::Batch batch;
+  int pending = 0;
+  auto state_of = [&](uint64_t ledger_id) -> LedgerState& {
+    auto [it, inserted] = touched->try_emplace(ledger_id);
+    if (inserted) {
+      absl::MutexLock l(&mu_);
+      auto cur = ledgers_.find(ledger_id);
+      if (cur != ledgers_.end()) it->second = cur->second;
+    }
+    return it->second;
+  };
+  auto apply = [&] {
+    const RecordHeader& h = scanner.header();
+    if (h.type == RecordType::kFence) {
+      state_of(h.ledger_id).fenced = true;
+    } else {
+      batch.PutEntry(h.ledger_id, h.entry_id,
+                     Location{number, scanner.record_offset(),
+                              static_cast<uint32_t>(kRecordHeaderSize + h.payload_size)});
+      LedgerState& st = state_of(h.ledger_id);
+      st.lac = std::max(st.lac, h.lac);
+      st.last_entry_id = std::max(st.last_entry_id, h.entry_id);
+    }
+    ++pending;
+  };
+  while (true) {
+    ASSIGN_OR_RETURN(JournalScanner::Result r, scanner.Next());
+    if (r == JournalScanner::Result::kEnd) break;
+    if (r == JournalScanner::Result::kRecord) {
+      apply();
+    } else {
+      const uint64_t at = scanner.record_offset();
+      bool later = false;
+      if (last && r != JournalScanner::Result::kTruncated) {
+        ASSIGN_OR_RETURN(later, LaterBatchExists(file.get(), number, size, at));
+      }
+      if (last && (!later || !options_.sync)) {
+        // A torn tail: the last write batch never completed its sync, so
+        // nothing in it was acknowledged. Cut it off.
+        absl::FPrintF(stderr, "bookie: %s: torn tail at offset %d (%d bytes), truncating\n",
+                      name, at, size - at);
+        RETURN_IF_ERROR(env_->Truncate(JournalPath(number), at));
+        absl::MutexLock l(&mu_);
+        file_sizes_[number] = at;
+        break;
+      }
+      if (r != JournalScanner::Result::kBadPayload) {
+        return absl::DataLossError(absl::StrCat(
+            name, " offset ", at,
+            ": corrupt record in the middle of the journal (later records exist); entries "
+            "it held cannot be identified, so the bookie refuses to start rather than answer "
+            "\"no such entry\" for them"));
+      }
+      // The header is intact, so we know which entry this is: index it, and
+      // reads of it will answer CORRUPT rather than NO_SUCH_ENTRY.
+      absl::FPrintF(stderr, "bookie: %s offset %d: ledger %d entry %d fails its checksum\n",
+                    name, at, scanner.header().ledger_id, scanner.header().entry_id);
+      {
+        absl::MutexLock l(&mu_);
+        ++corrupt_records_;
+      }
+      apply();
+    }
+    if (pending >= kReplayBatchRecords) {
+      RETURN_IF_ERROR(index_->Write(batch));
+      batch.Clear();
+      pending = 0;
+    }
+  }
+  if (pending > 0) RETURN_IF_ERROR(index_->Write(batch));
+  return absl::OkStatus();
+}
+
+std::shared_ptr<RandomAccessFile> BookieStorage::FindFile(uint64_t number) const {
+  absl::MutexLock l(&mu_);
+  auto it = files_.find(number);
+  return it == files_.end() ? nullptr : it->second;
+}
+
+Code BookieStorage::ReadEntry(uint64_t ledger_id, int64_t entry_id, v1::Entry* entry) {
+  // Two rounds: compaction may move the entry and delete its old file
+  // between our index lookup and the file lookup.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<std::optional<Location>> loc = LookupEntry(ledger_id, entry_id);
+    if (!loc.ok()) {
+      absl::FPrintF(stderr, "bookie: read of ledger %d entry %d: %s\n", ledger_id, entry_id,
+                    loc.status().ToString());
+      return loc.status().code() == absl::StatusCode::kDataLoss ? v1::CORRUPT : v1::IO_ERROR;
+    }
+    if (!loc->has_value()) return v1::NO_SUCH_ENTRY;
+    std::shared_ptr<RandomAccessFile> file = FindFile((*loc)->file);
+    if (file == nullptr) continue;
+    RecordHeader h;
+    absl::StatusOr<std::string> payload = ReadEntryRecord(file.get(), **loc, ledger_id, entry_id, &h);
+    if (!payload.ok()) {
+      absl::FPrintF(stderr, "bookie: read: %s\n", payload.status().ToString());
+      return absl::IsDataLoss(payload.status()) ? v1::CORRUPT : v1::IO_ERROR;
+    }
+    entry->set_ledger_id(ledger_id);
+    entry->set_entry_id(entry_id);
+    entry->set_lac(h.lac);
+    entry->set_checksum(h.entry_checksum);
+    *entry->mutable_payload() = std::move(*payload);
+    return v1::OK;
+  }
+  absl::FPrintF(stderr, "bookie: read of ledger %d entry %d: journal file missing\n", ledger_id,
+                entry_id);
+  return v1::IO_ERROR;
+}
+
+std::optional<LedgerState> BookieStorage::GetLedger(uint64_t ledger_id) const {
+  absl::MutexLock l(&mu_);
+  auto it = ledgers_.find(ledger_id);
+  if (it == ledgers_.end()) return std::nullopt;
+  return it->second;
+}
+
+void BookieStorage::WaitForLac(uint64_t ledger_id, int64_t at_most, absl::Time deadline,
+                               LacCallback done) {
+  LacWaiters::Wake wake;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = ledgers_.find(ledger_id);
+    const int64_t lac = it == ledgers_.end() ? -1 : it->second.lac;
+    if (lac > at_most) {
+      wake = LacWaiters::Wake::kAdvanced;
+    } else if (lac_waiters_.Add(ledger_id, at_most, deadline, &done)) {
+      // Registered under mu_, so the writer's LAC update (also under mu_)
+      // either was seen above or will Notify us.
+      return;
+    } else {
+      wake = LacWaiters::Wake::kShutdown;
+    }
+  }
+  std::move(done)(wake);
+}
+
+StorageStats BookieStorage::GetStats() const {
+  absl::MutexLock l(&mu_);
+  StorageStats s;
+  s.read_only = read_only_;
+  s.read_only_reason = read_only_reason_;
+  s.ledger_count = ledgers_.size();
+  for (const auto& [n, size] : file_sizes_) s.journal_bytes += size;
+  s.entries_added = entries_added_;
+  s.syncs = syncs_;
+  s.corrupt_records_at_startup = corrupt_records_;
+  return s;
+}
+
+void BookieStorage::SetReadOnlyListener(absl::AnyInvocable<void()> listener) {
+  absl::MutexLock l(&mu_);
+  read_only_listener_ = std::move(listener);
+}
+
+void BookieStorage::Close() {
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_) return;
+    closed_ = true;
+    stopping_ = true;
+    writer_cv_.Signal();
+    checkpoint_cv_.Signal();
+  }
+  const bool opened = writer_.joinable();
+  if (checkpointer_.joinable()) checkpointer_.join();
+  if (writer_.joinable()) writer_.join();
+  {
+    absl::MutexLock l(&mu_);
+    applier_stop_ = true;  // after the writer: it drains what the writer queued
+    applier_cv_.Signal();
+  }
+  if (applier_.joinable()) applier_.join();
+  lac_waiters_.Shutdown();
+  if (!opened) return;
+  if (options_.checkpoint_on_close) {
+    absl::Status s = absl::OkStatus();
+    if (!options_.sync && !read_only()) s = journal_->Sync();
+    if (s.ok()) {
+      absl::MutexLock c(&checkpoint_mu_);
+      s = CommitCheckpoint(/*synced=*/!read_only());
+    }
+    if (!s.ok()) absl::FPrintF(stderr, "bookie: checkpoint at close failed: %s\n", s.ToString());
+  }
+  IgnoreError(journal_->Close());
+}
+
+}  // namespace ledgerkv::bookie

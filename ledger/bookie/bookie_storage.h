@@ -1,0 +1,322 @@
+// BookieStorage: the bookie's storage engine. One interleaved journal (all
+// ledgers' entries and fence marks, append-only files rolled by size) is the
+// source of truth; a RocksDB index maps (ledger, entry) to journal
+// locations and keeps per-ledger state. Format and recovery rules:
+// docs/bookie-format.md.
+//
+// Write path (group commit): Add/Fence queue requests; one writer thread
+// takes everything queued, writes it with one writev(2), makes it durable
+// with one fdatasync, publishes the entries' locations in memory (recent_)
+// and the new ledger states, and then completes the requests. An applier
+// thread moves the locations into the RocksDB index off the ack path. A
+// failed write or sync turns the storage permanently read-only: nothing
+// queued or later is acknowledged; reads go on.
+//
+// Threads: the writer, the applier, a checkpointer, and the LAC-waiter
+// timer. Public methods are thread-safe. Callbacks run on the writer thread
+// (the applier's for GC copies and barriers; the caller's when a request is
+// answered without queueing); they must be short and must not wait for
+// another Add/Fence.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "base/file.h"
+#include "ledger/bookie/index.h"
+#include "ledger/bookie/journal_format.h"
+#include "ledger/bookie/lac_waiters.h"
+#include "proto/bookie.pb.h"
+
+namespace ledgerkv::bookie {
+
+using Code = ::ledgerkv::bookie::v1::Code;
+
+struct StorageOptions {
+  // Directory holding INSTANCE, CHECKPOINT, journal-*.log and index/.
+  std::string dir;
+  // File layer for the journal, checkpoint and instance files (RocksDB uses
+  // its own). nullptr: Env::Default().
+  Env* env = nullptr;
+  // false: skip fdatasync on the add path (relaxed mode, off by default:
+  // acknowledged entries can be lost on power failure, not on a process
+  // crash). Checkpoints still sync.
+  bool sync = true;
+  // Roll to a new journal file when the current one reaches this size.
+  uint64_t journal_roll_bytes = 256ull << 20;
+  // Checkpoint after this many journal bytes, or this long, whichever first.
+  uint64_t checkpoint_bytes = 64ull << 20;
+  absl::Duration checkpoint_interval = absl::Seconds(30);
+  // Upper bound on bytes written by one group commit (at least one request
+  // is always taken).
+  uint64_t max_batch_bytes = 8ull << 20;
+  // Close() checkpoints (fast restart). Tests turn this off to make Close
+  // behave like a crash of the process (index memtable lost; replay needed).
+  bool checkpoint_on_close = true;
+};
+
+// One entry of an add. The payload must stay valid until the add's callback.
+struct EntryView {
+  uint64_t ledger_id = 0;
+  int64_t entry_id = 0;
+  int64_t lac = -1;
+  uint32_t checksum = 0;
+  std::string_view payload;
+};
+
+struct StorageStats {
+  bool read_only = false;
+  std::string read_only_reason;
+  uint64_t ledger_count = 0;
+  uint64_t journal_bytes = 0;
+  uint64_t entries_added = 0;
+  uint64_t syncs = 0;
+  uint64_t corrupt_records_at_startup = 0;
+};
+
+class BookieStorage {
+ public:
+  // Codes per entry, in request order: OK, FENCED, READ_ONLY, INVALID.
+  using AddCallback = absl::AnyInvocable<void(std::vector<Code> codes) &&>;
+  // OK (durable), READ_ONLY.
+  using FenceCallback = absl::AnyInvocable<void(Code code) &&>;
+  // Called when a long poll ends; `wake` tells why.
+  using LacCallback = absl::AnyInvocable<void(LacWaiters::Wake wake) &&>;
+
+  // Opens (initialising an empty directory: new instance id) the storage,
+  // replays the journal after the last checkpoint, truncates a torn tail of
+  // the last journal file and starts the threads.
+  // Errors: FAILED_PRECONDITION (directory holds data but no INSTANCE file,
+  // or a malformed one); DATA_LOSS (corrupt record header or a missing
+  // journal file in the middle of the journal: entries may be lost, so the
+  // bookie must not serve as if it had them all); UNAVAILABLE (directory in
+  // use by another process); I/O errors.
+  static absl::StatusOr<std::unique_ptr<BookieStorage>> Open(StorageOptions options);
+
+  // Close().
+  ~BookieStorage();
+
+  BookieStorage(const BookieStorage&) = delete;
+  BookieStorage& operator=(const BookieStorage&) = delete;
+
+  // Completes queued requests (writing them unless read-only), stops the
+  // threads, ends LAC long polls (kShutdown), checkpoints if configured.
+  // Later Add/Fence answer READ_ONLY. Idempotent.
+  void Close();
+
+  // The random 128-bit hex id of this data directory.
+  const std::string& instance_id() const { return instance_id_; }
+
+  // Adds entries. Entries with a bad checksum, a negative entry id or a
+  // payload over kMaxPayloadSize get INVALID and are not written. Normal
+  // adds (recovery=false) to a fenced ledger get FENCED. `done` runs once,
+  // after every written entry is durable and readable (OK), or with
+  // READ_ONLY for every entry that could not be made durable.
+  void Add(std::vector<EntryView> entries, bool recovery, AddCallback done);
+
+  // Fences a ledger (known or not): once `done` gets OK the mark is durable
+  // and every later normal add of the ledger is FENCED. Idempotent.
+  void Fence(uint64_t ledger_id, FenceCallback done);
+
+  // Reads one entry (blocking disk I/O: not for gRPC threads). Returns OK
+  // and fills *entry; NO_SUCH_ENTRY only if the index positively holds
+  // nothing for it; CORRUPT if the stored record fails verification;
+  // IO_ERROR if it cannot be read. Does not check NO_SUCH_LEDGER.
+  Code ReadEntry(uint64_t ledger_id, int64_t entry_id, v1::Entry* entry);
+
+  // The state of a ledger, or nullopt when the storage holds neither
+  // entries nor a fence mark for it.
+  std::optional<LedgerState> GetLedger(uint64_t ledger_id) const;
+
+  // Long poll: runs `done` with kAdvanced once the ledger's LAC is above
+  // `at_most` (at once, on this thread, if it already is), kTimeout at
+  // `deadline`, kShutdown at Close.
+  void WaitForLac(uint64_t ledger_id, int64_t at_most, absl::Time deadline, LacCallback done);
+
+  bool read_only() const { return read_only_flag_.load(std::memory_order_acquire); }
+  StorageStats GetStats() const;
+
+  // Called (once, from the thread that failed) when the storage turns
+  // read-only. Set before traffic starts.
+  void SetReadOnlyListener(absl::AnyInvocable<void()> listener);
+
+  // Makes the index durable up to the current journal position and records
+  // that position in CHECKPOINT, so a restart replays only what follows.
+  absl::Status Checkpoint();
+
+  // --- Garbage collection (storage_gc.cc) ---
+
+  // Ids of every ledger the storage holds (entries or fence mark).
+  std::vector<uint64_t> LedgerIds() const;
+
+  // Removes the ledgers from the index (their journal bytes become dead)
+  // and checkpoints, so the deletion survives restarts.
+  absl::Status DeleteLedgers(absl::Span<const uint64_t> ledger_ids);
+
+  struct CompactionResult {
+    int files_deleted = 0;
+    int files_compacted = 0;
+    uint64_t entries_copied = 0;
+    uint64_t bytes_reclaimed = 0;
+  };
+  // Reclaims journal files wholly before the checkpoint: deletes those
+  // without live entries; for those whose live bytes are below
+  // `min_live_fraction` of their size, re-appends the live entries through
+  // the writer (index updated only if it still points at the old copy),
+  // checkpoints, then deletes them.
+  absl::StatusOr<CompactionResult> CompactJournal(double min_live_fraction = 0.5);
+
+  // Journal file numbers currently present (tests).
+  std::vector<uint64_t> JournalFiles() const;
+
+ private:
+  struct WriteItem {
+    enum class Kind : uint8_t { kEntry, kFence, kCopy };
+    Kind kind = Kind::kEntry;
+    uint8_t flags = 0;
+    EntryView entry;
+    Location old_location;  // kCopy: the copy replaces this one
+    Code code = v1::CODE_UNSPECIFIED;
+    Location location;      // where it was written
+  };
+  struct WriteRequest {
+    std::vector<WriteItem> items;
+    // A checkpoint barrier: synced even in relaxed mode, and completed only
+    // once applied to the index (as are requests with kCopy items).
+    bool force_sync = false;
+    bool passed = false;  // written, synced (and, if deferred, applied)
+    // Payload storage for items whose bytes the request owns (GC copies).
+    std::vector<std::string> owned;
+    absl::AnyInvocable<void(WriteRequest&) &&> done;
+  };
+  struct EntryKey {
+    uint64_t ledger_id;
+    int64_t entry_id;
+    bool operator==(const EntryKey&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const EntryKey& k) {
+      return H::combine(std::move(h), k.ledger_id, k.entry_id);
+    }
+  };
+  // One synced batch on its way into the index (applier thread).
+  struct ApplyItem {
+    EntryKey key;
+    Location location;
+    WriteItem* copy = nullptr;  // kCopy: the item (owned by a deferred request)
+  };
+  struct ApplyWork {
+    std::vector<ApplyItem> items;
+    std::vector<std::unique_ptr<WriteRequest>> deferred;  // completed after apply
+    JournalPosition end;
+  };
+
+  explicit BookieStorage(StorageOptions options);
+
+  absl::Status Init();
+  absl::Status LoadOrCreateInstanceId(const std::vector<std::string>& children);
+  absl::StatusOr<JournalPosition> ReadCheckpoint();
+  // Replays file `number` from `start`; `last` says whether it is the last
+  // journal file (where a torn tail is truncated).
+  absl::Status ReplayFile(uint64_t number, uint64_t start, bool last,
+                          absl::flat_hash_map<uint64_t, LedgerState>* touched);
+  absl::Status OpenNewJournalFile(uint64_t number);
+  absl::Status WriteCheckpointFile(const JournalPosition& pos);
+  // Writes dirty ledger states, flushes the index and records the applied
+  // position in CHECKPOINT. `synced`: everything applied is durable in the
+  // journal (required in relaxed mode).
+  absl::Status CommitCheckpoint(bool synced) ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
+
+  void Enqueue(std::unique_ptr<WriteRequest> req);
+  void WriterLoop();
+  void ProcessBatch(std::vector<std::unique_ptr<WriteRequest>>& batch);
+  // Writes and syncs the batch's items; false if it failed (read-only now).
+  bool WriteBatchToJournal(std::vector<std::unique_ptr<WriteRequest>>& batch, bool force_sync);
+  // After a batch's sync: publishes its entries (recent_) and ledger
+  // states, and queues the index update.
+  void PublishBatch(std::vector<std::unique_ptr<WriteRequest>>& batch, ApplyWork* work,
+                    std::vector<std::pair<uint64_t, int64_t>>* lac_changes);
+  void ApplierLoop();
+  // Writes the works' entry locations to the index; false if that failed.
+  bool ApplyWorks(std::vector<ApplyWork>& works) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // Where the index (or recent_) says the entry is; nullopt if nowhere.
+  absl::StatusOr<std::optional<Location>> LookupEntry(uint64_t ledger_id, int64_t entry_id);
+  void EnterReadOnly(std::string reason);
+  void CheckpointLoop();
+  // Runs a request through the writer and waits for it (GC, checkpoints).
+  void SubmitAndWait(std::unique_ptr<WriteRequest> req);
+
+  std::shared_ptr<RandomAccessFile> FindFile(uint64_t number) const;
+  std::string JournalPath(uint64_t number) const;
+
+  // Constant after construction / Open.
+  const StorageOptions options_;
+  Env* const env_;
+  std::string instance_id_;
+  std::unique_ptr<Index> index_;
+  LacWaiters lac_waiters_;
+
+  // Owned by the writer thread (and by Open/Close while it is not running).
+  std::unique_ptr<WritableFile> journal_;
+  uint64_t journal_number_ = 0;
+  std::string header_buf_;
+
+  // Serialises Checkpoint and CompactJournal/DeleteLedgers with each other.
+  // Lock order: gc_mu_, checkpoint_mu_, apply_mu_, mu_.
+  absl::Mutex gc_mu_ ABSL_ACQUIRED_BEFORE(checkpoint_mu_);
+  absl::Mutex checkpoint_mu_ ABSL_ACQUIRED_BEFORE(apply_mu_);
+  // Serialises index mutations (the applier, ledger deletion, checkpoint
+  // state writes) so that a compaction copy's "still points at the old copy"
+  // check and its update are atomic.
+  absl::Mutex apply_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+
+  mutable absl::Mutex mu_;
+  absl::CondVar writer_cv_;      // queue non-empty or stopping
+  absl::CondVar checkpoint_cv_;  // enough bytes for a checkpoint, or stopping
+  absl::CondVar applier_cv_;     // apply_queue_ non-empty or applier_stop_
+  std::vector<std::unique_ptr<WriteRequest>> queue_ ABSL_GUARDED_BY(mu_);
+  // Synced batches not yet in the index, in journal order.
+  std::vector<ApplyWork> apply_queue_ ABSL_GUARDED_BY(mu_);
+  // Entries acknowledged but maybe not yet in the index: reads look here
+  // first. The applier erases an entry after writing it to the index.
+  absl::flat_hash_map<EntryKey, Location> recent_ ABSL_GUARDED_BY(mu_);
+  bool applier_stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool applier_failed_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_only_ ABSL_GUARDED_BY(mu_) = false;
+  std::string read_only_reason_ ABSL_GUARDED_BY(mu_);
+  absl::AnyInvocable<void()> read_only_listener_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, LedgerState> ledgers_ ABSL_GUARDED_BY(mu_);
+  // Ledgers whose state changed since the last checkpoint wrote them.
+  absl::flat_hash_set<uint64_t> dirty_ledgers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::shared_ptr<RandomAccessFile>> files_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, uint64_t> file_sizes_ ABSL_GUARDED_BY(mu_);
+  JournalPosition applied_ ABSL_GUARDED_BY(mu_);     // the index covers the journal up to here
+  JournalPosition checkpoint_ ABSL_GUARDED_BY(mu_);  // durable CHECKPOINT
+  uint64_t bytes_since_checkpoint_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t entries_added_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t syncs_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t corrupt_records_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<bool> read_only_flag_{false};
+
+  std::thread writer_;
+  std::thread applier_;
+  std::thread checkpointer_;
+};
+
+}  // namespace ledgerkv::bookie

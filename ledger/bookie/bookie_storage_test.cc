@@ -1,0 +1,297 @@
+#include "ledger/bookie/bookie_storage.h"
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "ledger/bookie/test_util.h"
+
+namespace ledgerkv::bookie {
+namespace {
+
+using testing::AddOne;
+using testing::AddSync;
+using testing::EntryBatch;
+using testing::FenceSync;
+using testing::NewTempDir;
+using testing::ReadBack;
+
+class StorageTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = NewTempDir("storage"); }
+
+  // Close() behaves like a killed process (no final checkpoint), so every
+  // reopen replays the journal into the index.
+  StorageOptions Options() {
+    StorageOptions o;
+    o.dir = dir_;
+    o.checkpoint_on_close = false;
+    return o;
+  }
+
+  std::unique_ptr<BookieStorage> Open(StorageOptions o) {
+    auto s = BookieStorage::Open(std::move(o));
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  std::unique_ptr<BookieStorage> Open() { return Open(Options()); }
+
+  std::string dir_;
+};
+
+TEST_F(StorageTest, AddThenReadBack) {
+  auto s = Open();
+  EntryBatch b;
+  b.Add(1, 0, -1).Add(1, 1, 0).Add(2, 0, -1).Add(1, 2, 1);
+  EXPECT_EQ(AddSync(*s, b), std::vector<Code>(4, v1::OK));
+  std::string payload;
+  EXPECT_EQ(ReadBack(*s, 1, 1, &payload), v1::OK);
+  EXPECT_EQ(payload, testing::Payload(1, 1));
+  EXPECT_EQ(ReadBack(*s, 2, 0), v1::OK);
+  v1::Entry e;
+  ASSERT_EQ(s->ReadEntry(1, 2, &e), v1::OK);
+  EXPECT_EQ(e.lac(), 1);
+  // Absent entries of a held ledger are a positive "no such entry".
+  EXPECT_EQ(ReadBack(*s, 1, 3), v1::NO_SUCH_ENTRY);
+  EXPECT_EQ(s->GetLedger(1), (LedgerState{false, 1, 2}));
+  EXPECT_EQ(s->GetLedger(2), (LedgerState{false, -1, 0}));
+  EXPECT_FALSE(s->GetLedger(3).has_value());
+  EXPECT_EQ(s->GetStats().entries_added, 4u);
+}
+
+TEST_F(StorageTest, AddWithBadChecksumIsInvalidAndNotStored) {
+  auto s = Open();
+  EntryBatch b;
+  b.Add(1, 0);
+  b.Add(1, 1);
+  b.views()[1].checksum ^= 1;
+  EntryBatch neg;
+  neg.Add(1, -5, -1, "negative id");
+  EXPECT_EQ(AddSync(*s, b), (std::vector<Code>{v1::OK, v1::INVALID}));
+  EXPECT_EQ(AddSync(*s, neg), std::vector<Code>{v1::INVALID});
+  EXPECT_EQ(ReadBack(*s, 1, 1), v1::NO_SUCH_ENTRY);
+}
+
+// L7 at the storage level: acknowledged entries and fence marks survive a
+// clean restart and a crash (replay from the checkpoint).
+TEST_F(StorageTest, RestartKeepsAckedEntriesAndFences) {
+  for (bool crash : {false, true}) {
+    SCOPED_TRACE(crash ? "crash" : "clean");
+    dir_ = NewTempDir("restart");
+    StorageOptions o = Options();
+    o.checkpoint_on_close = !crash;
+    auto s = Open(o);
+    for (int64_t e = 0; e < 50; ++e) ASSERT_EQ(AddOne(*s, 7, e, e - 1), v1::OK);
+    ASSERT_EQ(FenceSync(*s, 7), v1::OK);
+    ASSERT_EQ(FenceSync(*s, 8), v1::OK);
+    const std::string instance = s->instance_id();
+    s.reset();
+    s = Open(o);
+    EXPECT_EQ(s->instance_id(), instance);
+    for (int64_t e = 0; e < 50; ++e) ASSERT_EQ(ReadBack(*s, 7, e), v1::OK) << e;
+    EXPECT_EQ(s->GetLedger(7), (LedgerState{true, 48, 49}));
+    EXPECT_EQ(s->GetLedger(8), (LedgerState{true, -1, -1}));
+    EXPECT_EQ(AddOne(*s, 7, 50), v1::FENCED);
+    EXPECT_EQ(AddOne(*s, 8, 0), v1::FENCED);
+  }
+}
+
+TEST_F(StorageTest, FencedLedgerRejectsNormalAddsAcceptsRecoveryAdds) {
+  auto s = Open();
+  ASSERT_EQ(AddOne(*s, 1, 0), v1::OK);
+  ASSERT_EQ(FenceSync(*s, 1), v1::OK);
+  EXPECT_EQ(FenceSync(*s, 1), v1::OK);  // idempotent
+  EXPECT_EQ(AddOne(*s, 1, 1), v1::FENCED);
+  EXPECT_EQ(ReadBack(*s, 1, 1), v1::NO_SUCH_ENTRY);
+  EXPECT_EQ(AddOne(*s, 1, 1, 0, /*recovery=*/true), v1::OK);
+  EXPECT_EQ(ReadBack(*s, 1, 1), v1::OK);
+  // Other ledgers are unaffected.
+  EXPECT_EQ(AddOne(*s, 2, 0), v1::OK);
+}
+
+TEST_F(StorageTest, FenceAppliesToNeverSeenLedger) {
+  auto s = Open();
+  EXPECT_FALSE(s->GetLedger(99).has_value());
+  ASSERT_EQ(FenceSync(*s, 99), v1::OK);
+  EXPECT_EQ(s->GetLedger(99), (LedgerState{true, -1, -1}));
+  EXPECT_EQ(AddOne(*s, 99, 0), v1::FENCED);
+  EXPECT_EQ(ReadBack(*s, 99, 0), v1::NO_SUCH_ENTRY);
+}
+
+// A fence and an add queued behind it in the same group commit: the add is
+// FENCED (queue order decides, not batch boundaries).
+TEST_F(StorageTest, AddQueuedAfterFenceIsFenced) {
+  auto s = Open();
+  absl::Notification fenced;
+  absl::Notification added;
+  Code add_code = v1::CODE_UNSPECIFIED;
+  EntryBatch b;
+  b.Add(5, 0);
+  s->Fence(5, [&](Code) { fenced.Notify(); });
+  s->Add(b.views(), false, [&](std::vector<Code> c) {
+    add_code = c[0];
+    added.Notify();
+  });
+  fenced.WaitForNotification();
+  added.WaitForNotification();
+  EXPECT_EQ(add_code, v1::FENCED);
+}
+
+TEST_F(StorageTest, SameEntryAddedTwiceLatestWins) {
+  auto s = Open();
+  EntryBatch first;
+  first.Add(1, 0, -1, "first");
+  EntryBatch second;
+  second.Add(1, 0, -1, "second");
+  ASSERT_EQ(AddSync(*s, first), std::vector<Code>{v1::OK});
+  ASSERT_EQ(AddSync(*s, first), std::vector<Code>{v1::OK});
+  ASSERT_EQ(AddSync(*s, second, /*recovery=*/true), std::vector<Code>{v1::OK});
+  std::string payload;
+  ASSERT_EQ(ReadBack(*s, 1, 0, &payload), v1::OK);
+  EXPECT_EQ(payload, "second");
+  s.reset();
+  s = Open();  // replay order keeps the latest too
+  ASSERT_EQ(ReadBack(*s, 1, 0, &payload), v1::OK);
+  EXPECT_EQ(payload, "second");
+}
+
+// BookKeeper's lesson: many ledgers share one journal, no file per ledger.
+TEST_F(StorageTest, ThousandsOfLedgersShareOneJournal) {
+  auto s = Open();
+  constexpr int kLedgers = 5000;
+  for (int round = 0; round < 2; ++round) {
+    EntryBatch b;
+    for (uint64_t l = 1; l <= kLedgers; ++l) b.Add(l, round, round - 1);
+    std::vector<Code> codes = AddSync(*s, b);
+    ASSERT_EQ(codes, std::vector<Code>(kLedgers, v1::OK));
+  }
+  EXPECT_EQ(s->GetStats().ledger_count, static_cast<uint64_t>(kLedgers));
+  EXPECT_EQ(s->JournalFiles().size(), 1u);
+  auto children = Env::Default()->GetChildren(dir_);
+  ASSERT_TRUE(children.ok());
+  EXPECT_LT(children->size(), 10u);
+  s.reset();
+  s = Open();
+  for (uint64_t l = 1; l <= kLedgers; l += 97) {
+    ASSERT_EQ(ReadBack(*s, l, 0), v1::OK);
+    ASSERT_EQ(ReadBack(*s, l, 1), v1::OK);
+  }
+  EXPECT_EQ(s->GetLedger(kLedgers), (LedgerState{false, 0, 1}));
+}
+
+// Group commit: concurrent adds share fdatasyncs.
+TEST_F(StorageTest, ConcurrentAddsShareSyncs) {
+  auto s = Open();
+  constexpr int kAdds = 64;
+  std::vector<EntryBatch> batches(kAdds);
+  std::atomic<int> ok{0};
+  std::atomic<int> left{kAdds};
+  absl::Notification all;
+  const uint64_t syncs_before = s->GetStats().syncs;
+  for (int i = 0; i < kAdds; ++i) {
+    batches[i].Add(1 + i % 8, i / 8);
+    s->Add(batches[i].views(), false, [&](std::vector<Code> c) {
+      if (c[0] == v1::OK) ok.fetch_add(1);
+      if (left.fetch_sub(1) == 1) all.Notify();
+    });
+  }
+  all.WaitForNotification();
+  EXPECT_EQ(ok.load(), kAdds);
+  const uint64_t syncs = s->GetStats().syncs - syncs_before;
+  EXPECT_GE(syncs, 1u);
+  EXPECT_LE(syncs, static_cast<uint64_t>(kAdds / 4)) << "adds are not sharing syncs";
+}
+
+TEST_F(StorageTest, InstanceIdIsCreatedOnceAndKept) {
+  auto s = Open();
+  const std::string id = s->instance_id();
+  EXPECT_EQ(id.size(), 32u);
+  s.reset();
+  EXPECT_EQ(Open()->instance_id(), id);
+  // A different (fresh) directory is a different instance.
+  StorageOptions other;
+  other.dir = NewTempDir("other");
+  EXPECT_NE(Open(other)->instance_id(), id);
+}
+
+TEST_F(StorageTest, DataWithoutInstanceFileIsRefused) {
+  auto s = Open();
+  ASSERT_EQ(AddOne(*s, 1, 0), v1::OK);
+  s.reset();
+  ASSERT_TRUE(Env::Default()->DeleteFile(dir_ + "/INSTANCE").ok());
+  auto reopened = BookieStorage::Open(Options());
+  EXPECT_TRUE(absl::IsFailedPrecondition(reopened.status())) << reopened.status();
+}
+
+TEST_F(StorageTest, DirectoryInUseIsRefused) {
+  auto s = Open();
+  auto second = BookieStorage::Open(Options());
+  EXPECT_FALSE(second.ok());
+}
+
+TEST_F(StorageTest, LacLongPollWakesOnAddAndTimesOut) {
+  auto s = Open();
+  ASSERT_EQ(AddOne(*s, 1, 0, -1), v1::OK);
+  // Already above: answered at once.
+  absl::Notification at_once;
+  s->WaitForLac(1, -2, absl::InfiniteFuture(), [&](LacWaiters::Wake w) {
+    EXPECT_EQ(w, LacWaiters::Wake::kAdvanced);
+    at_once.Notify();
+  });
+  EXPECT_TRUE(at_once.HasBeenNotified());
+
+  absl::Notification woke;
+  LacWaiters::Wake wake = LacWaiters::Wake::kShutdown;
+  s->WaitForLac(1, 0, absl::Now() + absl::Seconds(30), [&](LacWaiters::Wake w) {
+    wake = w;
+    woke.Notify();
+  });
+  ASSERT_EQ(AddOne(*s, 1, 1, 0), v1::OK);  // LAC 0: not above 0 yet
+  EXPECT_FALSE(woke.WaitForNotificationWithTimeout(absl::Milliseconds(100)));
+  ASSERT_EQ(AddOne(*s, 1, 2, 1), v1::OK);
+  ASSERT_TRUE(woke.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_EQ(wake, LacWaiters::Wake::kAdvanced);
+
+  absl::Notification timed_out;
+  const absl::Time start = absl::Now();
+  s->WaitForLac(1, 5, start + absl::Milliseconds(150), [&](LacWaiters::Wake w) {
+    EXPECT_EQ(w, LacWaiters::Wake::kTimeout);
+    timed_out.Notify();
+  });
+  ASSERT_TRUE(timed_out.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(150));
+
+  // Close ends pending polls.
+  absl::Notification ended;
+  s->WaitForLac(1, 5, absl::InfiniteFuture(), [&](LacWaiters::Wake w) {
+    EXPECT_EQ(w, LacWaiters::Wake::kShutdown);
+    ended.Notify();
+  });
+  s->Close();
+  EXPECT_TRUE(ended.HasBeenNotified());
+}
+
+TEST_F(StorageTest, JournalRollsIntoNewFilesAndReplaysAcrossThem) {
+  StorageOptions o = Options();
+  o.journal_roll_bytes = 4096;
+  auto s = Open(o);
+  for (int64_t e = 0; e < 200; ++e) ASSERT_EQ(AddOne(*s, 3, e, e - 1), v1::OK);
+  EXPECT_GT(s->JournalFiles().size(), 3u);
+  s.reset();
+  s = Open(o);
+  for (int64_t e = 0; e < 200; ++e) ASSERT_EQ(ReadBack(*s, 3, e), v1::OK) << e;
+}
+
+TEST_F(StorageTest, ClosedStorageAnswersReadOnly) {
+  auto s = Open();
+  ASSERT_EQ(AddOne(*s, 1, 0), v1::OK);
+  s->Close();
+  EXPECT_EQ(AddOne(*s, 1, 1), v1::READ_ONLY);
+  EXPECT_EQ(FenceSync(*s, 1), v1::READ_ONLY);
+  EXPECT_EQ(ReadBack(*s, 1, 0), v1::OK);
+}
+
+}  // namespace
+}  // namespace ledgerkv::bookie

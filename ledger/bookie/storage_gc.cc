@@ -1,0 +1,167 @@
+// BookieStorage garbage collection: deleting ledgers from the index and
+// reclaiming journal files (delete when dead, compact when mostly dead).
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "ledger/bookie/bookie_storage.h"
+#include "ledger/bookie/journal_reader.h"
+
+namespace ledgerkv::bookie {
+namespace {
+
+// Live entries are re-appended in writer requests of about this size.
+constexpr uint64_t kCopyChunkBytes = 4 << 20;
+
+struct LiveEntry {
+  uint64_t ledger_id;
+  int64_t entry_id;
+  Location loc;
+};
+
+}  // namespace
+
+std::vector<uint64_t> BookieStorage::LedgerIds() const {
+  absl::MutexLock l(&mu_);
+  std::vector<uint64_t> ids;
+  ids.reserve(ledgers_.size());
+  for (const auto& [id, st] : ledgers_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+std::vector<uint64_t> BookieStorage::JournalFiles() const {
+  absl::MutexLock l(&mu_);
+  std::vector<uint64_t> numbers;
+  for (const auto& [n, f] : files_) numbers.push_back(n);
+  std::sort(numbers.begin(), numbers.end());
+  return numbers;
+}
+
+absl::Status BookieStorage::DeleteLedgers(absl::Span<const uint64_t> ledger_ids) {
+  absl::MutexLock g(&gc_mu_);
+  // Drain the applier first, so that no entry written before the deletion
+  // reaches the index after it.
+  auto barrier = std::make_unique<WriteRequest>();
+  barrier->force_sync = true;
+  SubmitAndWait(std::move(barrier));
+  {
+    absl::MutexLock a(&apply_mu_);
+    const absl::flat_hash_set<uint64_t> dead(ledger_ids.begin(), ledger_ids.end());
+    for (uint64_t id : ledger_ids) RETURN_IF_ERROR(index_->DeleteLedger(id));
+    absl::MutexLock l(&mu_);
+    for (uint64_t id : ledger_ids) {
+      ledgers_.erase(id);
+      dirty_ledgers_.erase(id);
+    }
+    absl::erase_if(recent_, [&](const auto& kv) { return dead.contains(kv.first.ledger_id); });
+  }
+  // Deletions are not journal records: only a checkpoint makes them stick
+  // (a crash before it brings the ledgers back until the next GC).
+  return Checkpoint();
+}
+
+absl::StatusOr<BookieStorage::CompactionResult> BookieStorage::CompactJournal(
+    double min_live_fraction) {
+  absl::MutexLock g(&gc_mu_);
+  CompactionResult result;
+  RETURN_IF_ERROR(Checkpoint());
+  // Only files wholly before the checkpoint: replay never reads them, and
+  // the writer never appends to them.
+  std::map<uint64_t, uint64_t> sizes;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [n, size] : file_sizes_) {
+      if (n < checkpoint_.file) sizes[n] = size;
+    }
+  }
+  if (sizes.empty()) return result;
+
+  std::map<uint64_t, uint64_t> live;
+  RETURN_IF_ERROR(index_->ForEachEntry([&](uint64_t, int64_t, const Location& loc) {
+    if (sizes.contains(loc.file)) live[loc.file] += loc.size;
+  }));
+  std::vector<uint64_t> to_delete;
+  absl::flat_hash_set<uint64_t> to_compact;
+  for (const auto& [n, size] : sizes) {
+    const uint64_t l = live[n];
+    if (l == 0) {
+      to_delete.push_back(n);
+    } else if (static_cast<double>(l) < min_live_fraction * static_cast<double>(size)) {
+      to_compact.insert(n);
+    }
+  }
+
+  if (!to_compact.empty()) {
+    std::vector<LiveEntry> entries;
+    RETURN_IF_ERROR(index_->ForEachEntry([&](uint64_t ledger, int64_t entry, const Location& loc) {
+      if (to_compact.contains(loc.file)) entries.push_back(LiveEntry{ledger, entry, loc});
+    }));
+    std::sort(entries.begin(), entries.end(), [](const LiveEntry& a, const LiveEntry& b) {
+      return std::tie(a.loc.file, a.loc.offset) < std::tie(b.loc.file, b.loc.offset);
+    });
+    size_t i = 0;
+    while (i < entries.size()) {
+      auto req = std::make_unique<WriteRequest>();
+      uint64_t bytes = 0;
+      for (; i < entries.size() && bytes < kCopyChunkBytes; ++i) {
+        const LiveEntry& e = entries[i];
+        if (!to_compact.contains(e.loc.file)) continue;
+        std::shared_ptr<RandomAccessFile> file = FindFile(e.loc.file);
+        RecordHeader h;
+        absl::StatusOr<std::string> payload =
+            file == nullptr ? absl::NotFoundError("journal file missing")
+                            : ReadEntryRecord(file.get(), e.loc, e.ledger_id, e.entry_id, &h);
+        if (!payload.ok()) {
+          // Keep the file (and the evidence): a live entry we cannot copy
+          // must stay where reads find it, failing loudly.
+          absl::FPrintF(stderr, "bookie: gc: not compacting %s: %s\n",
+                        JournalFileName(e.loc.file), payload.status().ToString());
+          to_compact.erase(e.loc.file);
+          continue;
+        }
+        bytes += e.loc.size;
+        req->owned.push_back(std::move(*payload));
+        WriteItem item;
+        item.kind = WriteItem::Kind::kCopy;
+        item.flags = kFlagCopy;
+        item.entry = EntryView{e.ledger_id, e.entry_id, h.lac, h.entry_checksum, {}};
+        item.old_location = e.loc;
+        req->items.push_back(item);
+      }
+      // Views into `owned` only now that it no longer reallocates.
+      for (size_t k = 0; k < req->items.size(); ++k) req->items[k].entry.payload = req->owned[k];
+      const size_t copied = req->items.size();
+      bool passed = false;
+      req->done = [&passed](WriteRequest& r) { passed = r.passed; };
+      SubmitAndWait(std::move(req));
+      if (!passed) return absl::FailedPreconditionError("gc: journal is read-only");
+      result.entries_copied += copied;
+    }
+    // The new locations must be durable before the old copies go.
+    RETURN_IF_ERROR(Checkpoint());
+    for (uint64_t n : to_compact) to_delete.push_back(n);
+    result.files_compacted = static_cast<int>(to_compact.size());
+  }
+
+  for (uint64_t n : to_delete) {
+    {
+      absl::MutexLock l(&mu_);
+      files_.erase(n);
+      file_sizes_.erase(n);
+    }
+    RETURN_IF_ERROR(env_->DeleteFile(JournalPath(n)));
+    result.bytes_reclaimed += sizes[n];
+    ++result.files_deleted;
+  }
+  if (!to_delete.empty()) RETURN_IF_ERROR(env_->SyncDir(options_.dir));
+  return result;
+}
+
+}  // namespace ledgerkv::bookie

@@ -1,0 +1,130 @@
+// Ledger deletion and journal reclamation in BookieStorage.
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "ledger/bookie/bookie_storage.h"
+#include "ledger/bookie/test_util.h"
+
+namespace ledgerkv::bookie {
+namespace {
+
+using testing::AddOne;
+using testing::FenceSync;
+using testing::NewTempDir;
+using testing::ReadBack;
+
+class StorageGcTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = NewTempDir("gc"); }
+
+  StorageOptions Options() {
+    StorageOptions o;
+    o.dir = dir_;
+    o.journal_roll_bytes = 2048;
+    o.checkpoint_on_close = false;
+    return o;
+  }
+
+  std::unique_ptr<BookieStorage> Open() {
+    auto s = BookieStorage::Open(Options());
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(StorageGcTest, DeletedLedgersAreGoneAfterRestartOthersStay) {
+  auto s = Open();
+  for (uint64_t l = 1; l <= 3; ++l) {
+    for (int64_t e = 0; e < 5; ++e) ASSERT_EQ(AddOne(*s, l, e), v1::OK);
+  }
+  ASSERT_EQ(FenceSync(*s, 4), v1::OK);
+  EXPECT_EQ(s->LedgerIds(), (std::vector<uint64_t>{1, 2, 3, 4}));
+  const std::vector<uint64_t> dead = {2, 4};
+  ASSERT_TRUE(s->DeleteLedgers(dead).ok());
+  EXPECT_EQ(s->LedgerIds(), (std::vector<uint64_t>{1, 3}));
+  EXPECT_FALSE(s->GetLedger(2).has_value());
+  s.reset();  // a crash: the deletion was checkpointed, replay must not undo it
+  s = Open();
+  EXPECT_EQ(s->LedgerIds(), (std::vector<uint64_t>{1, 3}));
+  for (int64_t e = 0; e < 5; ++e) {
+    EXPECT_EQ(ReadBack(*s, 1, e), v1::OK);
+    EXPECT_EQ(ReadBack(*s, 3, e), v1::OK);
+    EXPECT_EQ(ReadBack(*s, 2, e), v1::NO_SUCH_ENTRY);
+  }
+}
+
+// Files with no live entries are deleted; files mostly dead are compacted
+// (live entries copied forward); files mostly live are left alone.
+TEST_F(StorageGcTest, CompactionReclaimsDeadFilesAndKeepsLiveEntries) {
+  auto s = Open();
+  // Phase 1: only ledger 1 (to be deleted) -> files that become fully dead.
+  for (int64_t e = 0; e < 60; ++e) ASSERT_EQ(AddOne(*s, 1, e), v1::OK);
+  // Phase 2: ledger 2 (kept) interleaved with 3 (deleted), 1:4 -> mostly dead.
+  for (int64_t e = 0; e < 60; ++e) {
+    ASSERT_EQ(AddOne(*s, 2, e), v1::OK);
+    for (int k = 0; k < 4; ++k) ASSERT_EQ(AddOne(*s, 3, e * 4 + k), v1::OK);
+  }
+  // Phase 3: only ledger 4 (kept) -> fully live files.
+  for (int64_t e = 0; e < 60; ++e) ASSERT_EQ(AddOne(*s, 4, e), v1::OK);
+  ASSERT_EQ(FenceSync(*s, 2), v1::OK);
+
+  const std::vector<uint64_t> before = s->JournalFiles();
+  ASSERT_GT(before.size(), 10u);
+  const uint64_t bytes_before = s->GetStats().journal_bytes;
+  const std::vector<uint64_t> dead = {1, 3};
+  ASSERT_TRUE(s->DeleteLedgers(dead).ok());
+  auto r = s->CompactJournal(0.5);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->files_deleted, r->files_compacted);
+  EXPECT_GT(r->files_compacted, 0);
+  EXPECT_GT(r->entries_copied, 0u);
+  EXPECT_LE(r->entries_copied, 60u);  // only ledger 2's entries needed copying
+  EXPECT_LT(s->GetStats().journal_bytes, bytes_before / 2);
+  // Fully live files (ledger 4's) remain.
+  std::vector<uint64_t> after = s->JournalFiles();
+  EXPECT_LT(after.size(), before.size());
+
+  auto check = [&] {
+    for (int64_t e = 0; e < 60; ++e) {
+      ASSERT_EQ(ReadBack(*s, 2, e), v1::OK) << e;
+      ASSERT_EQ(ReadBack(*s, 4, e), v1::OK) << e;
+    }
+    EXPECT_TRUE(s->GetLedger(2)->fenced);
+    EXPECT_EQ(s->GetLedger(2)->last_entry_id, 59);
+  };
+  check();
+  s.reset();
+  s = Open();
+  check();
+  EXPECT_EQ(s->JournalFiles(), after);
+  // A second round finds nothing more to do.
+  r = s->CompactJournal(0.5);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->entries_copied, 0u);
+}
+
+// Compaction copies never resurrect an entry replaced or deleted meanwhile:
+// the index moves only if it still points at the copied record.
+TEST_F(StorageGcTest, RewrittenEntryKeepsItsLatestCopy) {
+  auto s = Open();
+  for (int64_t e = 0; e < 40; ++e) {
+    ASSERT_EQ(AddOne(*s, 1, e), v1::OK);
+    for (int k = 0; k < 3; ++k) ASSERT_EQ(AddOne(*s, 9, e * 3 + k), v1::OK);
+  }
+  testing::EntryBatch rewrite;
+  rewrite.Add(1, 0, -1, "rewritten");
+  ASSERT_EQ(testing::AddSync(*s, rewrite, /*recovery=*/true), std::vector<Code>{v1::OK});
+  const std::vector<uint64_t> dead = {9};
+  ASSERT_TRUE(s->DeleteLedgers(dead).ok());
+  ASSERT_TRUE(s->CompactJournal(0.5).ok());
+  std::string payload;
+  ASSERT_EQ(ReadBack(*s, 1, 0, &payload), v1::OK);
+  EXPECT_EQ(payload, "rewritten");
+  for (int64_t e = 1; e < 40; ++e) ASSERT_EQ(ReadBack(*s, 1, e), v1::OK);
+}
+
+}  // namespace
+}  // namespace ledgerkv::bookie

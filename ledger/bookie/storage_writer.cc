@@ -1,0 +1,470 @@
+// BookieStorage's write path: request queueing, the group-commit writer
+// thread, read-only mode and checkpoints.
+#include <algorithm>
+#include <cstdio>
+#include <iterator>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "base/entry_checksum.h"
+#include "base/status_macros.h"
+#include "ledger/bookie/bookie_storage.h"
+
+namespace ledgerkv::bookie {
+
+void BookieStorage::Add(std::vector<EntryView> entries, bool recovery, AddCallback done) {
+  auto req = std::make_unique<WriteRequest>();
+  req->items.resize(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    WriteItem& item = req->items[i];
+    item.kind = WriteItem::Kind::kEntry;
+    item.flags = recovery ? kFlagRecovery : 0;
+    item.entry = entries[i];
+    const EntryView& e = entries[i];
+    // Checked here, on the caller's thread, so that checksum work spreads
+    // over the gRPC threads instead of serialising on the writer.
+    if (e.entry_id < 0 || e.payload.size() > kMaxPayloadSize ||
+        EntryChecksum(e.ledger_id, e.entry_id, e.lac, e.payload) != e.checksum) {
+      item.code = v1::INVALID;
+    }
+  }
+  req->done = [done = std::move(done)](WriteRequest& r) mutable {
+    std::vector<Code> codes;
+    codes.reserve(r.items.size());
+    for (const WriteItem& item : r.items) codes.push_back(item.code);
+    std::move(done)(std::move(codes));
+  };
+  Enqueue(std::move(req));
+}
+
+void BookieStorage::Fence(uint64_t ledger_id, FenceCallback done) {
+  auto req = std::make_unique<WriteRequest>();
+  WriteItem item;
+  item.kind = WriteItem::Kind::kFence;
+  item.entry.ledger_id = ledger_id;
+  req->items.push_back(item);
+  req->done = [done = std::move(done)](WriteRequest& r) mutable {
+    std::move(done)(r.items[0].code);
+  };
+  Enqueue(std::move(req));
+}
+
+void BookieStorage::Enqueue(std::unique_ptr<WriteRequest> req) {
+  bool pending = false;
+  for (const WriteItem& item : req->items) pending |= item.code == v1::CODE_UNSPECIFIED;
+  if (pending || req->force_sync) {
+    absl::MutexLock l(&mu_);
+    if (!stopping_ && !read_only_) {
+      if (queue_.empty()) writer_cv_.Signal();
+      queue_.push_back(std::move(req));
+      return;
+    }
+  }
+  for (WriteItem& item : req->items) {
+    if (item.code == v1::CODE_UNSPECIFIED) item.code = v1::READ_ONLY;
+  }
+  std::move(req->done)(*req);
+}
+
+void BookieStorage::SubmitAndWait(std::unique_ptr<WriteRequest> req) {
+  absl::Notification done;
+  auto inner = std::move(req->done);
+  req->done = [&done, inner = std::move(inner)](WriteRequest& r) mutable {
+    if (inner) std::move(inner)(r);
+    done.Notify();
+  };
+  Enqueue(std::move(req));
+  done.WaitForNotification();
+}
+
+void BookieStorage::WriterLoop() {
+  std::vector<std::unique_ptr<WriteRequest>> batch;
+  while (true) {
+    batch.clear();
+    {
+      absl::MutexLock l(&mu_);
+      while (queue_.empty() && !stopping_) writer_cv_.Wait(&mu_);
+      if (queue_.empty()) return;  // stopping, and every request answered
+      uint64_t bytes = 0;
+      size_t take = 0;
+      while (take < queue_.size() && (take == 0 || bytes < options_.max_batch_bytes)) {
+        for (const WriteItem& item : queue_[take]->items) {
+          bytes += kRecordHeaderSize + item.entry.payload.size();
+        }
+        ++take;
+      }
+      if (take == queue_.size()) {
+        batch.swap(queue_);
+      } else {
+        std::move(queue_.begin(), queue_.begin() + take, std::back_inserter(batch));
+        queue_.erase(queue_.begin(), queue_.begin() + take);
+      }
+    }
+    ProcessBatch(batch);
+  }
+}
+
+void BookieStorage::ProcessBatch(std::vector<std::unique_ptr<WriteRequest>>& batch) {
+  bool force_sync = false;
+  bool ok;
+  {
+    absl::MutexLock l(&mu_);
+    ok = !read_only_;
+    // Fences and normal adds are decided in queue order: an add queued after
+    // a fence of its ledger (even in this batch) is FENCED.
+    absl::flat_hash_set<uint64_t> fenced_here;
+    for (auto& req : batch) {
+      force_sync |= req->force_sync;
+      for (WriteItem& item : req->items) {
+        if (item.code != v1::CODE_UNSPECIFIED) continue;
+        const uint64_t ledger = item.entry.ledger_id;
+        if (item.kind == WriteItem::Kind::kFence) {
+          fenced_here.insert(ledger);
+        } else if (item.kind == WriteItem::Kind::kEntry && (item.flags & kFlagRecovery) == 0) {
+          auto it = ledgers_.find(ledger);
+          if (fenced_here.contains(ledger) || (it != ledgers_.end() && it->second.fenced)) {
+            item.code = v1::FENCED;
+          }
+        }
+      }
+    }
+  }
+  if (ok) ok = WriteBatchToJournal(batch, force_sync);
+  if (!ok) {
+    for (auto& req : batch) {
+      for (WriteItem& item : req->items) {
+        if (item.code == v1::CODE_UNSPECIFIED) item.code = v1::READ_ONLY;
+      }
+      std::move(req->done)(*req);
+    }
+    return;
+  }
+  ApplyWork work;
+  std::vector<std::pair<uint64_t, int64_t>> lac_changes;
+  PublishBatch(batch, &work, &lac_changes);
+  // Acknowledge: everything is durable and readable (through recent_).
+  // Barriers and GC copies wait for the index (the applier completes them).
+  for (auto& req : batch) {
+    bool deferred = req->force_sync;
+    for (WriteItem& item : req->items) {
+      if (item.kind == WriteItem::Kind::kCopy) {
+        deferred = true;
+      } else if (item.code == v1::CODE_UNSPECIFIED) {
+        item.code = v1::OK;
+      }
+    }
+    if (deferred) {
+      work.deferred.push_back(std::move(req));
+    } else {
+      req->passed = true;
+      std::move(req->done)(*req);
+    }
+  }
+  {
+    absl::MutexLock l(&mu_);
+    apply_queue_.push_back(std::move(work));
+    applier_cv_.Signal();
+  }
+  for (const auto& [ledger, lac] : lac_changes) lac_waiters_.Notify(ledger, lac);
+}
+
+bool BookieStorage::WriteBatchToJournal(std::vector<std::unique_ptr<WriteRequest>>& batch,
+                                        bool force_sync) {
+  size_t records = 0;
+  for (auto& req : batch) {
+    for (const WriteItem& item : req->items) records += item.code == v1::CODE_UNSPECIFIED;
+  }
+  if (records == 0) {
+    if (!force_sync || options_.sync) return true;
+    absl::Status s = journal_->Sync();
+    if (!s.ok()) EnterReadOnly(absl::StrCat("journal fdatasync failed: ", s.ToString()));
+    return s.ok();
+  }
+  if (journal_->Size() >= options_.journal_roll_bytes) {
+    // Files before the last are complete and durable: sync before leaving.
+    absl::Status s = options_.sync ? absl::OkStatus() : journal_->Sync();
+    if (s.ok()) s = OpenNewJournalFile(journal_number_ + 1);
+    if (!s.ok()) {
+      EnterReadOnly(absl::StrCat("journal roll failed: ", s.ToString()));
+      return false;
+    }
+  }
+  header_buf_.resize(records * kRecordHeaderSize);
+  std::vector<std::string_view> parts;
+  parts.reserve(records * 2);
+  const uint64_t batch_offset = journal_->Size();
+  uint64_t offset = batch_offset;
+  char* header = header_buf_.data();
+  for (auto& req : batch) {
+    for (WriteItem& item : req->items) {
+      if (item.code != v1::CODE_UNSPECIFIED) continue;
+      RecordHeader h;
+      h.ledger_id = item.entry.ledger_id;
+      h.flags = item.flags;
+      h.batch_offset = batch_offset;
+      if (item.kind == WriteItem::Kind::kFence) {
+        h.type = RecordType::kFence;
+      } else {
+        h.type = RecordType::kEntry;
+        h.payload_size = static_cast<uint32_t>(item.entry.payload.size());
+        h.entry_checksum = item.entry.checksum;
+        h.entry_id = item.entry.entry_id;
+        h.lac = item.entry.lac;
+      }
+      EncodeRecordHeader(h, journal_number_, offset, header);
+      const uint32_t size = static_cast<uint32_t>(kRecordHeaderSize + h.payload_size);
+      item.location = Location{journal_number_, offset, size};
+      parts.emplace_back(header, kRecordHeaderSize);
+      if (h.payload_size > 0) parts.push_back(item.entry.payload);
+      header += kRecordHeaderSize;
+      offset += size;
+    }
+  }
+  absl::Status s = journal_->AppendV(parts);
+  if (!s.ok()) {
+    EnterReadOnly(absl::StrCat("journal write failed: ", s.ToString()));
+    return false;
+  }
+  if (options_.sync || force_sync) {
+    s = journal_->Sync();
+    if (!s.ok()) {
+      EnterReadOnly(absl::StrCat("journal fdatasync failed: ", s.ToString()));
+      return false;
+    }
+    absl::MutexLock l(&mu_);
+    ++syncs_;
+  }
+  return true;
+}
+
+void BookieStorage::PublishBatch(std::vector<std::unique_ptr<WriteRequest>>& batch,
+                                 ApplyWork* work,
+                                 std::vector<std::pair<uint64_t, int64_t>>* lac_changes) {
+  uint64_t entries = 0;
+  uint64_t bytes = 0;
+  absl::MutexLock l(&mu_);
+  absl::flat_hash_map<uint64_t, LedgerState> states;
+  for (auto& req : batch) {
+    for (WriteItem& item : req->items) {
+      if (item.code != v1::CODE_UNSPECIFIED) continue;
+      const uint64_t ledger = item.entry.ledger_id;
+      bytes += item.location.size;
+      const EntryKey key{ledger, item.entry.entry_id};
+      if (item.kind == WriteItem::Kind::kCopy) {
+        // Not visible until the applier has checked it is still wanted.
+        work->items.push_back(ApplyItem{key, item.location, &item});
+        continue;
+      }
+      auto [it, inserted] = states.try_emplace(ledger);
+      if (inserted) {
+        auto cur = ledgers_.find(ledger);
+        if (cur != ledgers_.end()) it->second = cur->second;
+      }
+      LedgerState& st = it->second;
+      if (item.kind == WriteItem::Kind::kFence) {
+        st.fenced = true;
+      } else {
+        st.lac = std::max(st.lac, item.entry.lac);
+        st.last_entry_id = std::max(st.last_entry_id, item.entry.entry_id);
+        recent_[key] = item.location;
+        work->items.push_back(ApplyItem{key, item.location, nullptr});
+        ++entries;
+      }
+    }
+  }
+  for (const auto& [ledger, st] : states) {
+    LedgerState& cur = ledgers_[ledger];
+    if (st.lac > cur.lac) lac_changes->emplace_back(ledger, st.lac);
+    cur = st;
+    // Written to the index at the next checkpoint; replay recomputes them
+    // for the journal after it.
+    dirty_ledgers_.insert(ledger);
+  }
+  work->end = JournalPosition{journal_number_, journal_->Size()};
+  file_sizes_[journal_number_] = journal_->Size();
+  entries_added_ += entries;
+  bytes_since_checkpoint_ += bytes;
+  if (bytes_since_checkpoint_ >= options_.checkpoint_bytes) checkpoint_cv_.Signal();
+}
+
+void BookieStorage::ApplierLoop() {
+  std::vector<ApplyWork> works;
+  while (true) {
+    {
+      absl::MutexLock l(&mu_);
+      while (apply_queue_.empty() && !applier_stop_) applier_cv_.Wait(&mu_);
+      if (apply_queue_.empty()) return;
+      // Taking several batches at once turns them into one index write.
+      works.swap(apply_queue_);
+    }
+    bool ok;
+    {
+      absl::MutexLock a(&apply_mu_);
+      ok = ApplyWorks(works);
+    }
+    for (ApplyWork& work : works) {
+      for (auto& req : work.deferred) {
+        req->passed = ok;
+        for (WriteItem& item : req->items) {
+          if (item.kind == WriteItem::Kind::kCopy && item.code == v1::CODE_UNSPECIFIED) {
+            item.code = ok ? v1::OK : v1::READ_ONLY;
+          }
+        }
+        std::move(req->done)(*req);
+      }
+    }
+    works.clear();
+  }
+}
+
+bool BookieStorage::ApplyWorks(std::vector<ApplyWork>& works) {
+  {
+    absl::MutexLock l(&mu_);
+    // After a failed index write the index has a gap: stop moving entries
+    // there (they stay readable through recent_; replay redoes them).
+    if (applier_failed_) return false;
+  }
+  Index::Batch index_batch;
+  for (ApplyWork& work : works) {
+    for (ApplyItem& item : work.items) {
+      if (item.copy == nullptr) {
+        index_batch.PutEntry(item.key.ledger_id, item.key.entry_id, item.location);
+        continue;
+      }
+      // A copy moves the index only if nothing replaced or deleted the entry
+      // since GC read it. A newer write is still in recent_ (copies never
+      // are) or already in the index under another location.
+      bool pending;
+      {
+        absl::MutexLock l(&mu_);
+        pending = recent_.contains(item.key);
+      }
+      if (pending) continue;
+      absl::StatusOr<std::optional<Location>> cur =
+          index_->GetEntry(item.key.ledger_id, item.key.entry_id);
+      if (!cur.ok()) {
+        item.copy->code = v1::IO_ERROR;
+      } else if (cur->has_value() && **cur == item.copy->old_location) {
+        index_batch.PutEntry(item.key.ledger_id, item.key.entry_id, item.location);
+      }
+    }
+  }
+  absl::Status s = index_batch.empty() ? absl::OkStatus() : index_->Write(index_batch);
+  if (!s.ok()) {
+    {
+      absl::MutexLock l(&mu_);
+      applier_failed_ = true;
+    }
+    EnterReadOnly(absl::StrCat("index write failed: ", s.ToString()));
+    return false;
+  }
+  absl::MutexLock l(&mu_);
+  for (const ApplyWork& work : works) {
+    for (const ApplyItem& item : work.items) {
+      if (item.copy != nullptr) continue;
+      auto it = recent_.find(item.key);
+      // A later write of the same entry may have replaced ours meanwhile.
+      if (it != recent_.end() && it->second == item.location) recent_.erase(it);
+    }
+  }
+  applied_ = works.back().end;
+  return true;
+}
+
+absl::StatusOr<std::optional<Location>> BookieStorage::LookupEntry(uint64_t ledger_id,
+                                                                   int64_t entry_id) {
+  {
+    absl::MutexLock l(&mu_);
+    auto it = recent_.find(EntryKey{ledger_id, entry_id});
+    if (it != recent_.end()) return std::optional<Location>(it->second);
+  }
+  // The applier writes the index before erasing from recent_, so a miss
+  // above means the index has it (or nobody does).
+  return index_->GetEntry(ledger_id, entry_id);
+}
+
+void BookieStorage::EnterReadOnly(std::string reason) {
+  absl::AnyInvocable<void()> listener;
+  {
+    absl::MutexLock l(&mu_);
+    if (read_only_) return;
+    read_only_ = true;
+    read_only_flag_.store(true, std::memory_order_release);
+    read_only_reason_ = reason;
+    listener = std::move(read_only_listener_);
+    // Requests queued behind the failed batch are answered by the writer
+    // (it sees read_only_); nothing is acknowledged from here on.
+  }
+  absl::FPrintF(stderr, "bookie: turning READ-ONLY: %s\n", reason);
+  if (listener) listener();
+}
+
+absl::Status BookieStorage::Checkpoint() {
+  absl::MutexLock c(&checkpoint_mu_);
+  // A barrier through the writer: when it completes, everything written
+  // before it is synced (even in relaxed mode) and applied to the index.
+  auto barrier = std::make_unique<WriteRequest>();
+  barrier->force_sync = true;
+  bool passed = false;
+  barrier->done = [&passed](WriteRequest& r) { passed = r.passed; };
+  SubmitAndWait(std::move(barrier));
+  return CommitCheckpoint(passed);
+}
+
+absl::Status BookieStorage::CommitCheckpoint(bool synced) {
+  JournalPosition pos;
+  {
+    // Under apply_mu_ the index does not move: it covers exactly the journal
+    // up to `pos`. The ledger states may already include later synced
+    // batches (the writer publishes them first); replaying those from `pos`
+    // changes nothing, since state updates are max/or.
+    absl::MutexLock a(&apply_mu_);
+    Index::Batch states;
+    {
+      absl::MutexLock l(&mu_);
+      // Without the barrier (closing, or read-only), what the index covers
+      // is durable only if every batch was synced before it was applied.
+      if (!synced && !options_.sync) {
+        return absl::FailedPreconditionError(
+            "bookie storage is read-only or closing; cannot checkpoint in relaxed mode");
+      }
+      pos = applied_;
+      for (uint64_t id : dirty_ledgers_) {
+        auto it = ledgers_.find(id);
+        if (it != ledgers_.end()) states.PutLedger(id, it->second);
+      }
+    }
+    if (!states.empty()) RETURN_IF_ERROR(index_->Write(states));
+    absl::MutexLock l(&mu_);
+    dirty_ledgers_.clear();
+  }
+  RETURN_IF_ERROR(index_->Flush());
+  RETURN_IF_ERROR(WriteCheckpointFile(pos));
+  absl::MutexLock l(&mu_);
+  checkpoint_ = pos;
+  bytes_since_checkpoint_ = 0;
+  return absl::OkStatus();
+}
+
+void BookieStorage::CheckpointLoop() {
+  mu_.Lock();
+  absl::Time next = absl::Now() + options_.checkpoint_interval;
+  while (!stopping_) {
+    checkpoint_cv_.WaitWithDeadline(&mu_, next);
+    if (stopping_) break;
+    const bool due = bytes_since_checkpoint_ >= options_.checkpoint_bytes ||
+                     (absl::Now() >= next && applied_ != checkpoint_);
+    if (absl::Now() >= next) next = absl::Now() + options_.checkpoint_interval;
+    if (!due || read_only_) continue;
+    mu_.Unlock();
+    absl::Status s = Checkpoint();
+    if (!s.ok()) absl::FPrintF(stderr, "bookie: checkpoint failed: %s\n", s.ToString());
+    mu_.Lock();
+  }
+  mu_.Unlock();
+}
+
+}  // namespace ledgerkv::bookie
