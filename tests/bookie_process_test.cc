@@ -1,10 +1,6 @@
 // Bookie durability through kill -9 of a real `ledgerkv bookie` process
 // (invariants L2 and L7 at the bookie level): everything acknowledged before
 // the kill, entries and fence marks, is there after a restart.
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <filesystem>
 #include <memory>
@@ -25,21 +21,9 @@ namespace {
 
 namespace pb = ::ledgerkv::bookie::v1;
 using testing::BinaryPath;
+using testing::FreePort;
 using testing::Process;
 using testing::TempDir;
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 class BookieProcess {
  public:

@@ -1,10 +1,6 @@
 // The ledger client against separate `ledgerkv bookie` processes, with
 // real kill -9 (invariant L2 through a bookie crash mid-stream, and through a
 // crash of every bookie followed by recovery).
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,20 +18,9 @@ namespace ledgerkv {
 namespace {
 
 using testing::BinaryPath;
+using testing::FreePort;
 using testing::Process;
 using testing::TempDir;
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 std::string Payload(int64_t n) { return absl::StrCat("entry-", n, std::string(n % 50, '.')); }
 

@@ -1,6 +1,8 @@
 #include "tests/process_util.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -21,6 +23,19 @@ std::string BinaryPath(const std::string& relative) {
   auto self = std::filesystem::read_symlink("/proc/self/exe");
   // Test binaries live one folder below the build root.
   return (self.parent_path().parent_path() / relative).string();
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
 }
 
 absl::StatusOr<std::unique_ptr<Process>> Process::Start(std::vector<std::string> argv,

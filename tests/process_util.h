@@ -16,6 +16,10 @@ namespace ledgerkv::testing {
 // ctest; falls back to the path relative to the test binary).
 std::string BinaryPath(const std::string& relative);
 
+// A loopback TCP port that was free a moment ago (for servers that must
+// restart on the same address).
+int FreePort();
+
 // A child process with stdout piped to the parent; stderr goes to a log file
 // (printed when a test fails, see LogTail).
 class Process {
