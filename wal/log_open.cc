@@ -1,0 +1,207 @@
+// LogWriter::Open: the opening (fencing) protocol of docs/wal-format.md:
+// raise the epoch, recover the previous writer's ledger, append a new one.
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "ledger/ledger_client.h"
+#include "wal/batch_format.h"
+#include "wal/log_metadata.h"
+#include "wal/log_writer.h"
+
+namespace ledgerkv::wal {
+namespace {
+
+absl::Status CheckWriterOptions(const LogOptions& options) {
+  RETURN_IF_ERROR(CheckLogOptions(options));
+  if (options.max_batch_bytes <= 0 || options.max_entries_in_flight < 1 ||
+      options.max_record_bytes <= 0 || options.roll_bytes <= 0 ||
+      options.max_batch_delay < absl::ZeroDuration() || options.roll_age <= absl::ZeroDuration() ||
+      options.metadata_retries < 1) {
+    return absl::InvalidArgumentError(
+        "LogOptions: batch and roll limits must be positive, the batch delay not negative");
+  }
+  // Checked here as well as by the ledger client: a bad request must fail
+  // before the epoch is raised, which would fence the current writer.
+  if (!(options.ensemble_size >= options.write_quorum && options.write_quorum >= options.ack_quorum &&
+        options.ack_quorum >= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LogOptions: need E >= Qw >= Qa >= 1, got E=", options.ensemble_size,
+        " Qw=", options.write_quorum, " Qa=", options.ack_quorum));
+  }
+  return absl::OkStatus();
+}
+
+// Step 1: raise the epoch by CAS (creating the log if needed). Whoever
+// raises it last owns the log; two opens that race on the same version
+// cannot both win, and the loser fails rather than raising again.
+absl::StatusOr<VersionedLog> RaiseEpoch(const LogOptions& options, const std::string& key,
+                                        const std::string& name) {
+  for (int attempt = 1;; ++attempt) {
+    VersionedLog current;
+    current.version = metadata::kMustNotExist;
+    auto loaded = LoadLog(*options.metadata, key, name);
+    if (loaded.ok()) {
+      current = *std::move(loaded);
+    } else if (!absl::IsNotFound(loaded.status())) {
+      return loaded.status();
+    }
+    VersionedLog next = current;
+    next.metadata.set_epoch(current.metadata.epoch() + 1);
+    auto stored = StoreLog(*options.metadata, key, next.metadata, current.version);
+    if (stored.ok()) {
+      next.version = *stored;
+      return next;
+    }
+    if (!absl::IsAborted(stored.status())) {
+      // Unknown outcome (a lost reply): do not guess whose epoch it is; the
+      // caller retries Open, which raises it again.
+      return absl::UnavailableError(absl::StrCat("log ", name, ": cannot raise the epoch: ",
+                                                 stored.status().message()));
+    }
+    auto reread = LoadLog(*options.metadata, key, name);
+    if (!reread.ok()) return reread.status();
+    if (reread->metadata.epoch() != current.metadata.epoch()) {
+      return absl::AbortedError(absl::StrCat("log ", name, " was opened concurrently by another writer (epoch ",
+                                             reread->metadata.epoch(), ")"));
+    }
+    // Only the segments moved (the old writer rolled): raise on top of that.
+    if (attempt >= options.metadata_retries) {
+      return absl::UnavailableError(absl::StrCat("log ", name, ": epoch CAS kept losing"));
+    }
+  }
+}
+
+// Step 2 for one OPEN segment: fence and close its ledger (the ledger
+// recovery protocol), then read the last seqno from its last entry.
+absl::StatusOr<uint64_t> RecoverSegment(ledger::LedgerClient& client,
+                                        const meta::v1::LogSegment& segment,
+                                        const std::string& name) {
+  auto reader = client.OpenLedger(segment.ledger_id(), ledger::OpenMode::kRecover);
+  if (absl::IsNotFound(reader.status())) {
+    return absl::DataLossError(absl::StrCat("log ", name, ": ledger ", segment.ledger_id(),
+                                            " of its open segment is missing"));
+  }
+  if (!reader.ok()) return reader.status();
+  const int64_t last_entry = (*reader)->metadata().last_entry_id();
+  if (last_entry < 0) return segment.first_seqno() - 1;
+
+  auto annotate = [&](const absl::Status& s, int64_t entry) {
+    return absl::Status(s.code(), absl::StrCat("log ", name, ": recovering ledger ",
+                                               segment.ledger_id(), ", entry ", entry, ": ",
+                                               s.message()));
+  };
+  auto header_of = [&](int64_t entry) -> absl::StatusOr<BatchHeader> {
+    auto entries = (*reader)->Read(entry, entry);
+    if (!entries.ok()) return annotate(entries.status(), entry);
+    auto header = DecodeBatchHeader((*entries)[0].payload);
+    if (!header.ok()) return annotate(header.status(), entry);
+    return header;
+  };
+  ASSIGN_OR_RETURN(BatchHeader first, header_of(0));
+  if (first.first_seqno != segment.first_seqno()) {
+    return absl::DataLossError(absl::StrCat("log ", name, ": ledger ", segment.ledger_id(),
+                                            " starts at seqno ", first.first_seqno,
+                                            ", its segment at ", segment.first_seqno()));
+  }
+  ASSIGN_OR_RETURN(BatchHeader last, header_of(last_entry));
+  if (last.first_seqno < first.first_seqno + static_cast<uint64_t>(last_entry)) {
+    return absl::DataLossError(absl::StrCat("log ", name, ": ledger ", segment.ledger_id(),
+                                            " entry ", last_entry, " starts at seqno ",
+                                            last.first_seqno, ", too low for its position"));
+  }
+  return last.last_seqno();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LogWriter>> LogWriter::Open(const LogOptions& options,
+                                                           std::string name) {
+  RETURN_IF_ERROR(CheckWriterOptions(options));
+  RETURN_IF_ERROR(CheckLogName(name));
+  const std::string key = metadata::Keys(options.cluster).Log(name);
+
+  // 1. Raise the epoch. From here on the old writer's metadata CASes (roll,
+  // close, truncate) fail, and it stops at the next one.
+  ASSIGN_OR_RETURN(VersionedLog log, RaiseEpoch(options, key, name));
+  const uint64_t epoch = log.metadata.epoch();
+
+  // 2. Recover every OPEN segment (normally only the last one). Recovery
+  // fences its ledger on the bookies: the old writer's next add fails, and
+  // every add it had acknowledged is kept (ledger invariants L2, L3, L5).
+  meta::v1::LogMetadata next = log.metadata;
+  for (meta::v1::LogSegment& segment : *next.mutable_segments()) {
+    if (segment.state() == meta::v1::LogSegment::CLOSED) continue;
+    ASSIGN_OR_RETURN(uint64_t last, RecoverSegment(*options.client, segment, name));
+    segment.set_state(meta::v1::LogSegment::CLOSED);
+    segment.set_last_seqno(last);
+  }
+  RETURN_IF_ERROR(CheckSegments(next, name));
+  const uint64_t first_seqno = NextSeqnoAfter(next);
+
+  // 3. A new ledger, named after the log and epoch so an orphan (a crash
+  // before step 4) can be traced.
+  ledger::CreateOptions create;
+  create.ensemble_size = options.ensemble_size;
+  create.write_quorum = options.write_quorum;
+  create.ack_quorum = options.ack_quorum;
+  create.custom = {{"log", name}, {"log_epoch", absl::StrCat(epoch)}};
+  ASSIGN_OR_RETURN(std::unique_ptr<ledger::LedgerWriter> writer,
+                   options.client->CreateLedger(create));
+  meta::v1::LogSegment* added = next.add_segments();
+  added->set_ledger_id(writer->id());
+  added->set_first_seqno(first_seqno);
+  added->set_state(meta::v1::LogSegment::OPEN);
+
+  // 4. One CAS: recovered segments CLOSED, the new one OPEN. It fails if
+  // anyone raised the epoch since step 1.
+  auto give_up = [&](absl::Status status) {
+    const uint64_t id = writer->id();
+    writer.reset();
+    IgnoreError(options.client->DeleteLedger(id));  // named by no log
+    return status;
+  };
+  metadata::Version version = log.version;
+  for (int attempt = 1;; ++attempt) {
+    auto stored = StoreLog(*options.metadata, key, next, version);
+    if (stored.ok()) {
+      version = *stored;
+      break;
+    }
+    if (!absl::IsAborted(stored.status()) && !absl::IsUnavailable(stored.status())) {
+      return give_up(stored.status());
+    }
+    if (attempt >= options.metadata_retries) {
+      return give_up(absl::UnavailableError(absl::StrCat(
+          "log ", name, ": cannot append its new segment: ", stored.status().message())));
+    }
+    if (absl::IsUnavailable(stored.status())) absl::SleepFor(absl::Milliseconds(20 * attempt));
+    auto reread = LoadLog(*options.metadata, key, name);
+    if (!reread.ok()) {
+      if (absl::IsUnavailable(reread.status())) continue;
+      return give_up(reread.status());
+    }
+    if (reread->metadata.epoch() != epoch) {
+      return give_up(absl::AbortedError(absl::StrCat("log ", name,
+                                                     " was opened concurrently by another writer (epoch ",
+                                                     reread->metadata.epoch(), ")")));
+    }
+    if (google::protobuf::util::MessageDifferencer::Equals(reread->metadata, next)) {
+      version = reread->version;  // our write landed; its reply was lost
+      break;
+    }
+    if (!google::protobuf::util::MessageDifferencer::Equals(reread->metadata, log.metadata)) {
+      // Nobody else writes at our epoch: this should not happen.
+      return give_up(absl::AbortedError(absl::StrCat("log ", name, " changed during open: ",
+                                                     DescribeLog(reread->metadata, name))));
+    }
+    version = reread->version;
+  }
+  return std::unique_ptr<LogWriter>(
+      new LogWriter(options, std::move(name), epoch, std::move(next), version, std::move(writer)));
+}
+
+}  // namespace ledgerkv::wal

@@ -1,0 +1,201 @@
+// Opening a log that another writer had: crash recovery, fencing of a live
+// writer, and a writer whose ledger fails. Real bookies with fsync.
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "wal/wal_test_util.h"
+
+namespace ledgerkv::wal {
+namespace {
+
+using testing::ExpectContiguous;
+using testing::RecordFor;
+
+class LogRecoveryTest : public testing::WalTest {};
+
+TEST_F(LogRecoveryTest, ReopenAfterCrashKeepsEveryAckedRecordAndContinuesSeqnos) {
+  uint64_t max_acked = 0;
+  {
+    LKV_ASSIGN_OR_FAIL(auto writer, LogWriter::Open(options_, "log-crash"));
+    for (auto& r : AppendAll(*writer, "a", 100)) {
+      LKV_ASSERT_OK(r);
+      max_acked = std::max(max_acked, *r);
+    }
+    // More records in flight when the writer dies without Close.
+    absl::Mutex mu;
+    for (int i = 100; i < 150; ++i) {
+      writer->Append(RecordFor("a", i), [&](absl::StatusOr<uint64_t> r) {
+        absl::MutexLock l(&mu);
+        if (r.ok()) max_acked = std::max(max_acked, *r);
+      });
+    }
+  }  // the destructor runs every callback (acked or CANCELLED)
+  ASSERT_GE(max_acked, 100u);
+
+  LKV_ASSIGN_OR_FAIL(auto writer, LogWriter::Open(options_, "log-crash"));
+  EXPECT_EQ(writer->epoch(), 2u);
+  const uint64_t last = writer->first_seqno() - 1;
+  EXPECT_GE(last, max_acked) << "an acknowledged record was lost";
+  EXPECT_LE(last, 150u);
+  const meta::v1::LogMetadata log = writer->metadata();
+  ASSERT_EQ(log.segments_size(), 2);
+  EXPECT_EQ(log.segments(0).state(), meta::v1::LogSegment::CLOSED);
+  EXPECT_EQ(log.segments(0).last_seqno(), last);
+  EXPECT_EQ(log.segments(1).state(), meta::v1::LogSegment::OPEN);
+
+  // Replay: everything below the new writer's first seqno is readable now.
+  LKV_ASSIGN_OR_FAIL(auto reader, LogReader::Open(options_, "log-crash", 1));
+  std::vector<LogRecord> replayed;
+  LKV_ASSERT_OK(reader->ReadThrough(last, [&](const LogRecord& r) {
+    replayed.push_back(r);
+    return absl::OkStatus();
+  }));
+  ASSERT_EQ(replayed.size(), last);
+  ExpectContiguous(replayed, 1);
+  for (const LogRecord& r : replayed) EXPECT_EQ(r.data, RecordFor("a", r.seqno - 1));
+
+  for (int i = 0; i < 20; ++i) {
+    LKV_ASSIGN_OR_FAIL(uint64_t seqno, writer->AppendAndWait(RecordFor("b", i)));
+    EXPECT_EQ(seqno, last + 1 + i);
+  }
+  LKV_ASSERT_OK(writer->Close());
+  LKV_ASSIGN_OR_FAIL(auto all, ReadAll("log-crash", 0));
+  ASSERT_EQ(all.size(), last + 20);
+  ExpectContiguous(all, 1);
+  EXPECT_EQ(all.back().data, RecordFor("b", 19));
+}
+
+TEST_F(LogRecoveryTest, SecondWriterFencesTheFirstWhoseNextAppendFails) {
+  LKV_ASSIGN_OR_FAIL(auto a, LogWriter::Open(options_, "log-f"));
+  for (auto& r : AppendAll(*a, "a", 50)) LKV_ASSERT_OK(r);
+
+  LKV_ASSIGN_OR_FAIL(auto b, LogWriter::Open(options_, "log-f"));
+  EXPECT_EQ(b->epoch(), 2u);
+  EXPECT_EQ(b->first_seqno(), 51u);
+
+  auto late = a->AppendAndWait("late");
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition) << late.status();
+  EXPECT_EQ(late.status().message(), "log log-f fenced: another writer opened it (epoch 2)");
+  // Permanent: later appends fail the same way, and so does Close.
+  EXPECT_EQ(a->AppendAndWait("later").status(), late.status());
+  EXPECT_EQ(a->Close(), late.status());
+
+  for (auto& r : AppendAll(*b, "b", 20)) LKV_ASSERT_OK(r);
+  LKV_ASSERT_OK(b->Close());
+  LKV_ASSIGN_OR_FAIL(auto all, ReadAll("log-f", 0));
+  ASSERT_EQ(all.size(), 70u);
+  ExpectContiguous(all, 1);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(all[i].data, RecordFor("a", i));
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(all[50 + i].data, RecordFor("b", i));
+}
+
+TEST_F(LogRecoveryTest, WriterFencedMidStreamNeverAcksAgainAndLeavesNoDuplicateSeqnos) {
+  LKV_ASSIGN_OR_FAIL(auto a, LogWriter::Open(options_, "log-busy"));
+  absl::Mutex mu;
+  std::vector<absl::StatusOr<uint64_t>> a_results;  // in callback order
+  std::atomic<bool> stop{false};
+  std::thread appender([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      a->Append(RecordFor("a", i), [&](absl::StatusOr<uint64_t> r) {
+        absl::MutexLock l(&mu);
+        a_results.push_back(std::move(r));
+      });
+      if (i % 16 == 15) absl::SleepFor(absl::Microseconds(500));
+    }
+  });
+  {
+    absl::MutexLock l(&mu);
+    auto some = [&]() { return a_results.size() >= 200; };
+    mu.Await(absl::Condition(&some));
+  }
+  LKV_ASSIGN_OR_FAIL(auto b, LogWriter::Open(options_, "log-busy"));
+  // A finds out at its next entry.
+  {
+    absl::MutexLock l(&mu);
+    auto failed = [&]() { return !a_results.back().ok(); };
+    mu.Await(absl::Condition(&failed));
+  }
+  stop = true;
+  appender.join();
+  a.reset();  // runs every remaining callback
+
+  uint64_t a_acked = 0;
+  bool seen_error = false;
+  for (const auto& r : a_results) {
+    if (r.ok()) {
+      ASSERT_FALSE(seen_error) << "seqno " << *r << " acknowledged after a failure";
+      ASSERT_EQ(*r, a_acked + 1);
+      a_acked = *r;
+    } else {
+      if (!seen_error) {
+        EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+        EXPECT_EQ(r.status().message(), "log log-busy fenced: another writer opened it (epoch 2)");
+      }
+      seen_error = true;
+    }
+  }
+  ASSERT_GE(a_acked, 200u);
+  EXPECT_GT(b->first_seqno(), a_acked);
+
+  for (auto& r : AppendAll(*b, "b", 30)) LKV_ASSERT_OK(r);
+  LKV_ASSERT_OK(b->Close());
+  LKV_ASSIGN_OR_FAIL(auto all, ReadAll("log-busy", 0));
+  ExpectContiguous(all, 1);  // unique, strictly increasing seqnos
+  ASSERT_EQ(all.size(), b->first_seqno() - 1 + 30);
+  for (const LogRecord& r : all) {
+    if (r.seqno < b->first_seqno()) {
+      EXPECT_EQ(r.data, RecordFor("a", r.seqno - 1)) << "seqno " << r.seqno;
+    } else {
+      EXPECT_EQ(r.data, RecordFor("b", r.seqno - b->first_seqno())) << "seqno " << r.seqno;
+    }
+  }
+}
+
+TEST_F(LogRecoveryTest, LedgerWriteFailureFailsPendingAndLaterAppendsAndAcksNothingMore) {
+  options_.ensemble_size = 3;
+  options_.write_quorum = 3;
+  options_.ack_quorum = 3;
+  LKV_ASSIGN_OR_FAIL(auto writer, LogWriter::Open(options_, "log-down"));
+  for (auto& r : AppendAll(*writer, "a", 10)) LKV_ASSERT_OK(r);
+  // No spare bookie: the ledger writer cannot replace the stopped one.
+  cluster_->StopBookie(0);
+  auto results = AppendAll(*writer, "lost", 20);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  }
+  auto later = writer->AppendAndWait("later");
+  EXPECT_EQ(later.status().code(), absl::StatusCode::kUnavailable) << later.status();
+  EXPECT_EQ(writer->stats().records, 10);
+  writer.reset();
+
+  LKV_ASSERT_OK(cluster_->RestartBookie(0));
+  // The client reconnects to the restarted bookie after a short backoff;
+  // until then recovery (which must write to it) fails and is retried, as a
+  // range owner would.
+  absl::StatusOr<std::unique_ptr<LogWriter>> reopened;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    reopened = LogWriter::Open(options_, "log-down");
+    if (!absl::IsUnavailable(reopened.status())) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  LKV_ASSIGN_OR_FAIL(auto next, std::move(reopened));
+  EXPECT_GE(next->first_seqno(), 11u);
+  LKV_ASSIGN_OR_FAIL(auto all, ReadAll("log-down", 0));
+  ASSERT_EQ(all.size(), next->first_seqno() - 1);
+  ExpectContiguous(all, 1);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(all[i].data, RecordFor("a", i));
+}
+
+TEST_F(LogRecoveryTest, FailedOpenWithBadQuorumsDoesNotFenceTheCurrentWriter) {
+  LKV_ASSIGN_OR_FAIL(auto writer, LogWriter::Open(options_, "log-q"));
+  LogOptions bad = options_;
+  bad.write_quorum = 4;
+  EXPECT_EQ(LogWriter::Open(bad, "log-q").status().code(), absl::StatusCode::kInvalidArgument);
+  LKV_ASSIGN_OR_FAIL(auto log, GetLogMetadata(options_, "log-q"));
+  EXPECT_EQ(log.epoch(), 1u);
+  LKV_ASSERT_OK(writer->AppendAndWait("still the owner"));
+}
+
+}  // namespace
+}  // namespace ledgerkv::wal
