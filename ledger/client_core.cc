@@ -1,5 +1,7 @@
 #include "ledger/client_core.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -26,19 +28,23 @@ absl::StatusOr<metadata::Version> StoreLedger(const ClientCore& core,
                                               metadata::Version expected) {
   const std::string key = core.keys.Ledger(metadata.id());
   const std::string value = metadata.SerializeAsString();
-  absl::Duration backoff = absl::Milliseconds(20);
-  for (int attempt = 0;; ++attempt) {
+  for (int attempt = 1;; ++attempt) {
     auto put = core.store->Put(key, value, expected);
     if (put.ok() || !absl::IsUnavailable(put.status()) ||
-        attempt + 1 >= core.options.metadata_retries) {
+        attempt >= core.options.metadata_retries) {
       return put;
     }
     // A transient error may have been a lost reply to a successful write;
     // the retry then fails with ABORTED and callers re-read, which is the
     // same path as losing the race to someone else.
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(1));
+    absl::SleepFor(MetadataBackoff(attempt));
   }
+}
+
+absl::Duration MetadataBackoff(int attempt) {
+  absl::Duration backoff = absl::Milliseconds(50);
+  for (int i = 1; i < attempt && backoff < absl::Seconds(1); ++i) backoff *= 2;
+  return std::min(backoff, absl::Seconds(1));
 }
 
 bool SameLedger(const meta::v1::LedgerMetadata& a, const meta::v1::LedgerMetadata& b) {

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "ledger/bookie_pool.h"
 #include "ledger/options.h"
 #include "ledger/placement.h"
@@ -45,10 +46,16 @@ struct VersionedLedger {
 // segment; the store's error otherwise.
 absl::StatusOr<VersionedLedger> LoadLedger(const ClientCore& core, uint64_t id);
 
+// Pause before retry number `attempt` (1, 2, ...) of a metadata operation
+// that failed with a transient error: 50 ms doubling up to 1 s, so that the
+// default options.metadata_retries ride out a few seconds of store outage.
+absl::Duration MetadataBackoff(int attempt);
+
 // Writes `metadata` if the stored version is still `expected` (CAS),
-// retrying transient store errors (UNAVAILABLE) up to
-// options.metadata_retries times. Returns the new version; ABORTED when the
-// version moved (nothing written).
+// retrying transient store errors (UNAVAILABLE) for up to
+// options.metadata_retries attempts (MetadataBackoff between them). Returns
+// the new version; ABORTED when the version moved (nothing written, or a
+// write whose reply was lost: callers re-read).
 absl::StatusOr<metadata::Version> StoreLedger(const ClientCore& core,
                                               const meta::v1::LedgerMetadata& metadata,
                                               metadata::Version expected);

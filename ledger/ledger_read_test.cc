@@ -147,6 +147,34 @@ TEST(LedgerReadTest, L10_CorruptReplicaIsSkippedAndNoIntactReplicaIsDataLoss) {
   ExpectReadable(*reader, 7, 9);
 }
 
+// A corrupt copy on one replica says nothing about the other: while that one
+// cannot be read the entry may be intact there, so the read is UNAVAILABLE
+// (retry later), never DATA_LOSS; once it answers, the entry is read.
+TEST(LedgerReadTest, L10_CorruptReplicaWithTheOtherUnreachableIsUnavailableNotDataLoss) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
+  uint64_t id;
+  {
+    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 2)));
+    id = writer->id();
+    for (int i = 0; i < 10; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
+    LKV_ASSERT_OK(writer->Close());
+  }
+  cluster->StopBookie(0);
+  cluster->StopBookie(1);
+  EXPECT_EQ(CorruptJournal(cluster->data_dir(0), "payload-3-"), 1);
+  LKV_ASSERT_OK(cluster->RestartBookie(0));
+
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(id, OpenMode::kNoRecovery));
+  auto unknown = reader->Read(3, 3);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kUnavailable) << unknown.status();
+  EXPECT_EQ(reader->Read(0, 9).status().code(), absl::StatusCode::kUnavailable);
+
+  LKV_ASSERT_OK(cluster->RestartBookie(1));
+  ExpectReadable(*reader, 0, 9);
+}
+
 // Asks bookie `address` directly for entry 0 of `ledger_id`.
 bookie::v1::Code RawReadCode(const std::string& address, uint64_t ledger_id) {
   auto stub = bookie::v1::Bookie::NewStub(

@@ -3,6 +3,9 @@
 // concurrent recoverers (L9), replacing a dead bookie during recovery.
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -18,6 +21,7 @@ namespace ledgerkv::ledger {
 namespace {
 
 using testing::AppendRange;
+using testing::BookieInfo;
 using testing::ExpectReadable;
 using testing::PayloadFor;
 using testing::Quorums;
@@ -319,6 +323,133 @@ TEST(LedgerRecoveryTest, L2_RecoveryReplacesDeadBookieBeforeNamingItInMetadata) 
   EXPECT_NE(md.segments(1).bookies(2), dead);
   EXPECT_EQ(md.segments(1).bookies(0), segment.bookies(0));
   ExpectReadable(*reader, 0, 29);
+}
+
+// Flips one payload byte of every stored copy of `marker` in the journal
+// files under `dir`. Returns how many copies it corrupted.
+int CorruptJournal(const std::string& dir, const std::string& marker) {
+  int hits = 0;
+  for (const auto& file : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!file.is_regular_file() ||
+        file.path().filename().string().find("journal") == std::string::npos) {
+      continue;
+    }
+    std::string bytes;
+    {
+      std::ifstream in(file.path(), std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    bool changed = false;
+    for (size_t pos = bytes.find(marker); pos != std::string::npos;
+         pos = bytes.find(marker, pos + 1)) {
+      bytes[pos + marker.size()] ^= 0x20;
+      changed = true;
+      ++hits;
+    }
+    if (changed) {
+      std::ofstream out(file.path(), std::ios::binary | std::ios::trunc);
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+  }
+  return hits;
+}
+
+// The confirmed entry recovery starts from is corrupt on one replica and the
+// other replica is down. That is not data loss (the other copy may be
+// intact): recovery fails with UNAVAILABLE, leaves the ledger IN_RECOVERY,
+// and succeeds once the replica is back.
+TEST(LedgerRecoveryTest, L10_CorruptConfirmedEntryWithItsOtherReplicaDownIsUnavailable) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
+  uint64_t id;
+  {
+    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 2)));
+    id = writer->id();
+    // One at a time: entry 9 carries LAC 8, so recovery starts at entry 8.
+    for (int i = 0; i < 10; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
+  }  // writer crash
+  cluster->StopBookie(0);
+  cluster->StopBookie(1);
+  EXPECT_EQ(CorruptJournal(cluster->data_dir(0), "payload-8-"), 1);
+  LKV_ASSERT_OK(cluster->RestartBookie(0));
+
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(1)));
+  auto failed = client->OpenLedger(id, OpenMode::kRecover);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable) << failed.status();
+  LKV_ASSIGN_OR_FAIL(auto md, client->GetLedgerMetadata(id));
+  EXPECT_EQ(md.state(), meta::v1::IN_RECOVERY);
+
+  LKV_ASSERT_OK(cluster->RestartBookie(1));
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(id, OpenMode::kRecover));
+  EXPECT_EQ(reader->last_readable(), 9);
+  ExpectReadable(*reader, 9, 9);
+}
+
+// A bookie restarts at a new address while the client still caches the old
+// one. A recovery attempt that cannot reach it must drop the cached address,
+// so that it (or the next attempt) finds the bookie where it now is. With
+// Qa = Qw = E and no spare bookie, recovery cannot complete without it.
+TEST(LedgerRecoveryTest, RecoveryFindsABookieThatReRegisteredAtANewAddress) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(1)));
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 3)));
+  const uint64_t id = writer->id();
+  for (int i = 0; i < 10; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
+  // Not the bookie at index 0: the read of the confirmed entry asks that
+  // one, and replica reads already drop unreachable addresses.
+  const int mover = cluster->IndexOf(writer->metadata().segments(0).bookies(2));
+  writer.reset();
+  const std::string old_address = cluster->address(mover);
+  cluster->StopBookie(mover);
+  LKV_ASSERT_OK(cluster->RestartBookieElsewhere(mover));
+  ASSERT_NE(cluster->address(mover), old_address);
+
+  absl::StatusOr<std::unique_ptr<LedgerReader>> reader;
+  for (int attempt = 0; attempt < 2 && !reader.ok(); ++attempt) {
+    reader = client->OpenLedger(id, OpenMode::kRecover);
+  }
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->last_readable(), 9);
+  EXPECT_EQ((*reader)->metadata().segments_size(), 1);  // nobody was replaced
+  ExpectReadable(**reader, 0, 9);
+}
+
+// Step 2 fences every bookie of the last segment. The forward reads of step
+// 3 then need the fence flag only for bookies whose fence was not confirmed
+// yet: a fence on every window cost each bookie a journal record and an
+// fdatasync per window.
+TEST(LedgerRecoveryTest, ForwardReadsDoNotRefenceBookiesAlreadyConfirmedFenced) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
+  const uint64_t id = writer->id();
+  // All in flight at once: they carry a low LAC, so recovery reads them all.
+  for (const auto& r : AppendRange(*writer, 0, 63, 64)) LKV_ASSERT_OK(r);
+  writer.reset();  // writer crash
+
+  auto fences = std::make_shared<std::atomic<int>>(0);
+  FaultPoints::Get().Arm("bookie.fence.drop_request", [fences](std::string_view) {
+    fences->fetch_add(1);
+    return false;
+  });
+  std::vector<uint64_t> syncs_before;
+  for (int i = 0; i < 3; ++i) syncs_before.push_back(BookieInfo(cluster->address(i)).syncs());
+  ClientOptions options;
+  options.metadata = cluster->store();
+  constexpr int kWindow = 4;  // 16 forward-read windows
+  options.max_entries_per_read_rpc = kWindow;
+  LKV_ASSIGN_OR_FAIL(auto recoverer, LedgerClient::Create(options));
+  LKV_ASSIGN_OR_FAIL(auto reader, recoverer->OpenLedger(id, OpenMode::kRecover));
+  EXPECT_EQ(reader->last_readable(), 63);
+  for (int i = 0; i < 3; ++i) {
+    // One fence record, then the re-added entries (one or two batches).
+    EXPECT_LE(BookieInfo(cluster->address(i)).syncs() - syncs_before[i], 3u) << "bookie " << i;
+  }
+  // Three fences in step 2; a window may repeat the fence of a bookie whose
+  // earlier fenced read has not returned yet, but not every window.
+  EXPECT_LT(fences->load(), 3 + 64 / kWindow) << "fence requests";
+  ExpectReadable(*reader, 0, 63);
 }
 
 }  // namespace

@@ -15,11 +15,15 @@
 #include "absl/time/clock.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "base/status_macros.h"
 #include "ledger/bookie/bookie_server.h"
 #include "ledger/ledger_client.h"
 #include "metadata/embedded_store.h"
+#include "proto/bookie.grpc.pb.h"
 
 namespace ledgerkv::ledger::testing {
 
@@ -124,6 +128,23 @@ class TestCluster {
     return last;
   }
 
+  // Starts bookie i again with its id and data directory but on a new port:
+  // it re-registers at another address (clients must resolve it again).
+  absl::Status RestartBookieElsewhere(int i) {
+    Bookie& b = bookies_[i];
+    bookie::BookieOptions bo;
+    bo.data_dir = b.data_dir;
+    bo.listen = "127.0.0.1:0";
+    bo.bookie_id = b.id;
+    bo.sync = options_.sync;
+    bo.metadata = store_.get();
+    ASSIGN_OR_RETURN(b.server, bookie::BookieServer::Start(bo));
+    b.address = b.server->address();
+    return absl::OkStatus();
+  }
+
+  const std::string& address(int i) const { return bookies_[i].address; }
+
   absl::StatusOr<std::unique_ptr<LedgerClient>> NewClient(
       absl::Duration rpc_timeout = absl::Seconds(2)) {
     ClientOptions options;
@@ -199,6 +220,18 @@ inline void ExpectReadable(LedgerReader& reader, int64_t first, int64_t last) {
     EXPECT_EQ((*entries)[i - first].entry_id, i);
     EXPECT_EQ((*entries)[i - first].payload, PayloadFor(i)) << "entry " << i;
   }
+}
+
+// GetInfo of the bookie at `address` (counters: entries added, syncs), or
+// an empty response if it does not answer.
+inline bookie::v1::GetInfoResponse BookieInfo(const std::string& address) {
+  auto stub = bookie::v1::Bookie::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  bookie::v1::GetInfoResponse response;
+  if (!stub->GetInfo(&ctx, bookie::v1::GetInfoRequest(), &response).ok()) response.Clear();
+  return response;
 }
 
 inline CreateOptions Quorums(int e, int qw, int qa) {

@@ -25,10 +25,12 @@ struct ClientOptions {
   absl::Duration rpc_timeout = absl::Seconds(5);
   // Add RPCs a writer keeps in flight to one bookie; further entries queue
   // and leave together in the next RPC (batching). >= 1.
-  int max_rpcs_in_flight_per_bookie = 2;
-  // Caps of one batched Add RPC.
+  int max_rpcs_in_flight_per_bookie = 4;
+  // Caps of one batched Add RPC. Large entries travel in several moderate
+  // RPCs rather than one big one: the bookie starts writing the first while
+  // the next is still on the wire (docs/performance.md, "Ledger layer").
   int max_entries_per_add_rpc = 512;
-  int64_t max_bytes_per_add_rpc = int64_t{1} << 20;
+  int64_t max_bytes_per_add_rpc = int64_t{512} << 10;
   // Largest payload one append may carry (bookies refuse more than 64 MiB).
   int64_t max_entry_bytes = int64_t{16} << 20;
   // Payload bytes a bookie may return in one Read RPC (it always returns at
@@ -36,9 +38,11 @@ struct ClientOptions {
   int64_t max_bytes_per_read_rpc = int64_t{2} << 20;
   // Entries asked for in one Read RPC.
   int max_entries_per_read_rpc = 1024;
-  // Attempts of a metadata CAS that fails with a transient error
-  // (UNAVAILABLE) before the operation gives up.
-  int metadata_retries = 5;
+  // Attempts of a metadata operation that fails with a transient error
+  // (UNAVAILABLE) before the operation gives up: a CAS, and the placement
+  // and metadata reads of a writer's ensemble change. Between attempts the
+  // client waits 50 ms, doubling up to 1 s (about 3.5 s over 8 attempts).
+  int metadata_retries = 8;
 };
 
 struct CreateOptions {

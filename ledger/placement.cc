@@ -4,10 +4,15 @@
 #include <utility>
 
 #include "absl/random/random.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "proto/metadata.pb.h"
 
 namespace ledgerkv::ledger {
+namespace {
+// Status payload marking a failed listing (Placement::IsStoreFailure).
+constexpr char kStoreFailurePayload[] = "type.ledgerkv/placement.store_failure";
+}  // namespace
 
 Placement::Placement(metadata::MetadataStore* store, metadata::Keys keys)
     : store_(store), keys_(std::move(keys)) {}
@@ -17,8 +22,10 @@ absl::StatusOr<std::vector<BookieInfo>> Placement::Choose(
   if (count < 1) return absl::InvalidArgumentError(absl::StrCat("cannot place ", count, " bookies"));
   auto listed = store_->List(keys_.BookiesPrefix());
   if (!listed.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot list bookies: ", listed.status().ToString()));
+    absl::Status error =
+        absl::UnavailableError(absl::StrCat("cannot list bookies: ", listed.status().ToString()));
+    error.SetPayload(kStoreFailurePayload, absl::Cord("1"));
+    return error;
   }
   std::vector<BookieInfo> candidates;
   int read_only = 0, excluded = 0, unparsable = 0;
@@ -52,6 +59,10 @@ absl::StatusOr<std::vector<BookieInfo>> Placement::Choose(
   std::shuffle(candidates.begin(), candidates.end(), gen);
   candidates.resize(count);
   return candidates;
+}
+
+bool Placement::IsStoreFailure(const absl::Status& status) {
+  return status.GetPayload(kStoreFailurePayload).has_value();
 }
 
 absl::StatusOr<BookieInfo> Placement::ChooseReplacement(

@@ -30,14 +30,18 @@ class Placement {
   // Returns `count` distinct writable bookies, none of them in `exclude`
   // (bookie ids), in random order.
   // UNAVAILABLE naming the counts (needed, registered, read-only, excluded)
-  // if there are not enough; the listing's error if the store fails;
-  // INVALID_ARGUMENT if count < 1.
+  // if there are not enough; UNAVAILABLE "cannot list bookies" if the store
+  // fails (IsStoreFailure tells the two apart); INVALID_ARGUMENT if count < 1.
   absl::StatusOr<std::vector<BookieInfo>> Choose(int count,
                                                  const absl::flat_hash_set<std::string>& exclude);
 
   // Returns one writable bookie not in `exclude` (callers exclude the whole
   // current ensemble and the failed bookie). Errors as Choose.
   absl::StatusOr<BookieInfo> ChooseReplacement(const absl::flat_hash_set<std::string>& exclude);
+
+  // Whether an error of Choose/ChooseReplacement came from the metadata
+  // store (worth retrying) rather than from a shortage of bookies.
+  static bool IsStoreFailure(const absl::Status& status);
 
  private:
   metadata::MetadataStore* const store_;

@@ -37,6 +37,17 @@ std::string Problem(const std::string& bookie_id, Code code) {
   return absl::StrCat("bookie ", bookie_id, ": ", bookie::v1::Code_Name(code));
 }
 
+// A bookie that could not be reached may have moved (re-registered at a new
+// address after a restart): drop its cached address so that the next
+// attempt resolves it again, as replica_read.cc does.
+// REQUIRES: the call's Gather mu() held, or the call is done.
+template <typename Call>
+void ForgetIfUnreachable(ClientCore& core, const Call& call) {
+  if (call.done && call.status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    core.pool.Forget(call.bookie_id);
+  }
+}
+
 // Starts `call` on its bookie, or fails it when the bookie cannot be resolved.
 template <typename G, typename Invoke>
 void StartOn(ClientCore& core, G& gather, typename G::Call* call, absl::Duration timeout,
@@ -49,8 +60,14 @@ void StartOn(ClientCore& core, G& gather, typename G::Call* call, absl::Duration
   gather.Start(call, *std::move(conn), timeout, invoke);
 }
 
-// Step 2. Returns the highest LAC among the fenced replies.
-absl::StatusOr<int64_t> FenceLastSegment(ClientCore& core, const meta::v1::LedgerMetadata& md) {
+// What step 2 established.
+struct Fenced {
+  int64_t max_lac = -1;       // the highest LAC among the fenced replies
+  std::vector<bool> confirmed;  // per ensemble index: the fence is known durable there
+};
+
+// Step 2.
+absl::StatusOr<Fenced> FenceLastSegment(ClientCore& core, const meta::v1::LedgerMetadata& md) {
   const meta::v1::Segment& segment = md.segments(md.segments_size() - 1);
   const int E = md.ensemble_size(), Qw = md.write_quorum(), Qa = md.ack_quorum();
   const int needed = Qw - Qa + 1;
@@ -97,6 +114,7 @@ absl::StatusOr<int64_t> FenceLastSegment(ClientCore& core, const meta::v1::Ledge
     return n >= needed;
   });
   absl::MutexLock l(&gather->mu());
+  for (const LacGather::Call* call : calls) ForgetIfUnreachable(core, *call);
   if (!enough) {
     int n;
     const int first = weakest(&n);
@@ -116,13 +134,16 @@ absl::StatusOr<int64_t> FenceLastSegment(ClientCore& core, const meta::v1::Ledge
         " has ", n, " fenced replies, ", needed, " needed (", absl::StrJoin(problems, "; "),
         "); retry recovery later"));
   }
-  int64_t max_lac = -1;
-  for (const LacGather::Call* call : calls) {
-    if (fenced(call) && call->response.code() == Code::OK) {
-      max_lac = std::max(max_lac, call->response.lac());
+  Fenced out;
+  out.confirmed.resize(E, false);
+  for (int i = 0; i < E; ++i) {
+    if (!fenced(calls[i])) continue;
+    out.confirmed[i] = true;
+    if (calls[i]->response.code() == Code::OK) {
+      out.max_lac = std::max(out.max_lac, calls[i]->response.lac());
     }
   }
-  return max_lac;
+  return out;
 }
 
 // What one scan of the forward-read replies decided.
@@ -133,17 +154,42 @@ struct Scan {
 };
 
 // Step 3. Returns the entries after `start` that exist, in order, up to the
-// first absent one.
+// first absent one. `fenced[i]`: the fence of ensemble index i is known to
+// be durable (from step 2); reads to the other bookies carry the fence flag
+// until one of them succeeds, so that a bookie whose fence reply was lost is
+// fenced before its "no such entry" counts. A fenced read costs the bookie a
+// journal record and an fdatasync, so it is not repeated on every window.
 absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
                                                const meta::v1::LedgerMetadata& md,
-                                               int64_t start) {
+                                               int64_t start, std::vector<bool> fenced) {
   const meta::v1::Segment& segment = md.segments(md.segments_size() - 1);
   const int E = md.ensemble_size(), Qw = md.write_quorum(), Qa = md.ack_quorum();
   const int absent_after = Qw - Qa + 1;
   const int window = std::max(1, core.options.max_entries_per_read_rpc);
   std::vector<Entry> recovered;
   int64_t next = start + 1;
+  // A window is decided as soon as the entries are, often before a slow
+  // bookie's fenced read returns (its fence costs it an fdatasync). Its
+  // outcome still confirms the fence when it arrives: remember the call.
+  struct FenceInFlight {
+    std::shared_ptr<ReadGather> gather;
+    const ReadGather::Call* call = nullptr;
+  };
+  std::vector<FenceInFlight> in_flight(E);
+  auto confirms = [](const ReadGather::Call& call) {
+    // The fence runs before the read: any request-level answer other than
+    // READ_ONLY / INSTANCE_MISMATCH means it is durable.
+    return call.done && call.status.ok() &&
+           (call.response.code() == Code::OK || call.response.code() == Code::NO_SUCH_LEDGER);
+  };
   for (;;) {
+    for (int i = 0; i < E; ++i) {
+      if (in_flight[i].gather == nullptr) continue;
+      absl::MutexLock l(&in_flight[i].gather->mu());
+      if (!in_flight[i].call->done) continue;
+      if (confirms(*in_flight[i].call)) fenced[i] = true;
+      in_flight[i] = FenceInFlight();
+    }
     auto gather = ReadGather::Make();
     std::vector<ReadGather::Call*> calls;
     for (int i = 0; i < E; ++i) {
@@ -152,7 +198,7 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
       call->request.set_ledger_id(md.id());
       call->request.set_first_entry_id(next);
       call->request.set_count(window);
-      call->request.set_fence(true);
+      call->request.set_fence(!fenced[i]);
       call->request.set_max_bytes(core.options.max_bytes_per_read_rpc);
       calls.push_back(call);
     }
@@ -239,6 +285,16 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
     };
     gather->Await([&] { return scan().kind != Scan::kWait; });
     absl::MutexLock l(&gather->mu());
+    for (int i = 0; i < E; ++i) {
+      const ReadGather::Call* call = calls[i];
+      ForgetIfUnreachable(core, *call);
+      if (!call->request.fence()) continue;
+      if (confirms(*call)) {
+        fenced[i] = true;
+      } else if (!call->done) {
+        in_flight[i] = FenceInFlight{gather, call};
+      }
+    }
     const Scan result = scan();
     for (const Entry* copy : found) recovered.push_back(*copy);
     switch (result.kind) {
@@ -309,6 +365,7 @@ absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
       absl::MutexLock l(&gather->mu());
       for (auto& [call, ks] : calls) {
         const int i = call->tag;
+        ForgetIfUnreachable(core, *call);
         if (!call->status.ok()) {
           failed.insert(i);
           last_problem = Problem(call->bookie_id, call->status);
@@ -365,9 +422,9 @@ absl::StatusOr<VersionedLedger> RecoverOnce(ClientCore& core, const VersionedLed
   const meta::v1::LedgerMetadata& md = loaded.metadata;
   const meta::v1::Segment& last_segment = md.segments(md.segments_size() - 1);
 
-  auto max_lac = FenceLastSegment(core, md);
-  if (!max_lac.ok()) return max_lac.status();
-  const int64_t start = std::max(*max_lac, last_segment.first_entry_id() - 1);
+  auto fenced = FenceLastSegment(core, md);
+  if (!fenced.ok()) return fenced.status();
+  const int64_t start = std::max(fenced->max_lac, last_segment.first_entry_id() - 1);
 
   uint64_t length = 0;
   if (start >= 0) {
@@ -382,7 +439,7 @@ absl::StatusOr<VersionedLedger> RecoverOnce(ClientCore& core, const VersionedLed
     length = CumulativeLength(confirmed->front());
   }
 
-  auto recovered = ReadForward(core, md, start);
+  auto recovered = ReadForward(core, md, start, std::move(fenced->confirmed));
   if (!recovered.ok()) return recovered.status();
   const int64_t last = start + static_cast<int64_t>(recovered->size());
   if (!recovered->empty()) length = CumulativeLength(recovered->back());

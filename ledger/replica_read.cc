@@ -44,15 +44,18 @@ std::string CodeName(Code code) { return bookie::v1::Code_Name(code); }
 
 absl::Status Unresolved(uint64_t ledger_id, int64_t entry_id, const EntryReads& r) {
   const std::string what = absl::StrCat("entry ", ledger_id, ":", entry_id, ": ");
+  // A replica that could not be read may hold an intact copy: only when
+  // every replica of the write set answered (corrupt or absent) is the entry
+  // known to be lost. Otherwise the caller may retry later (L10: a corrupt
+  // copy is never absence, and an unanswered replica is never loss).
+  if (r.errors > 0) {
+    return absl::UnavailableError(absl::StrCat(what, "no replica could be read intact (",
+                                               r.errors, " unreadable, ", r.corrupt, " corrupt, ",
+                                               r.no_such, " missing; last: ", r.last_problem, ")"));
+  }
   if (r.corrupt > 0) {
     return absl::DataLossError(absl::StrCat(what, "no intact replica (", r.corrupt, " corrupt, ",
-                                            r.no_such, " missing, ", r.errors,
-                                            " unreadable; last: ", r.last_problem, ")"));
-  }
-  if (r.errors > 0) {
-    return absl::UnavailableError(absl::StrCat(what, "no replica could be read (", r.errors,
-                                               " unreadable, ", r.no_such,
-                                               " missing; last: ", r.last_problem, ")"));
+                                            r.no_such, " missing; last: ", r.last_problem, ")"));
   }
   return absl::DataLossError(
       absl::StrCat(what, "every replica (", r.no_such, ") says it does not hold the entry"));

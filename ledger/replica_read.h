@@ -21,10 +21,10 @@ namespace ledgerkv::ledger {
 // it (one when E == Qw) and falling back to the other replicas of an entry's
 // write set on any error or corrupt copy.
 // Every entry in the range is expected to exist (it is <= the LAC or
-// last_entry_id). Errors: DATA_LOSS if no replica of some entry had an
-// intact copy and at least one had a corrupt one (L10), or if every replica
-// said it does not hold an entry; UNAVAILABLE if some replicas could not be
-// read and none returned it.
+// last_entry_id). Errors: DATA_LOSS only when every replica of some entry's
+// write set answered and none had an intact copy (some corrupt (L10), or all
+// saying they do not hold it); UNAVAILABLE if some replica of that entry
+// could not be read (it may hold the copy the others lack: retry later).
 // REQUIRES: 0 <= first <= last.
 absl::StatusOr<std::vector<bookie::v1::Entry>> ReadReplicas(
     ClientCore& core, const meta::v1::LedgerMetadata& metadata, int64_t first, int64_t last);

@@ -1,11 +1,12 @@
 #include "ledger/writer_state.h"
 
 #include <algorithm>
+#include <bit>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/fault_point.h"
 #include "ledger/entry_format.h"
 
 namespace ledgerkv::ledger {
@@ -36,6 +37,20 @@ WriterState::~WriterState() { Shutdown(); }
 
 void WriterState::Start() {
   thread_ = std::thread([this] { Run(); });
+  // Read only by appends, which come after Start returns (or from the
+  // thread's own callbacks, which follow such an append through mu_).
+  writer_thread_id_ = thread_.get_id();
+}
+
+WriterState::AddCall::~AddCall() {
+  // Hand the shared entries back before the request would delete them.
+  auto* entries = request.mutable_entries();
+  while (!entries->empty()) static_cast<void>(entries->ReleaseLast());
+}
+
+void WriterState::AddCall::Include(std::shared_ptr<PendingAdd> add) {
+  request.mutable_entries()->AddAllocated(&add->entry);
+  adds.push_back(std::move(add));
 }
 
 void WriterState::Shutdown() {
@@ -43,8 +58,9 @@ void WriterState::Shutdown() {
     absl::MutexLock l(&mu_);
     if (stop_) return;
     stop_ = true;
-    SetErrorLocked(absl::CancelledError(
-        absl::StrCat("writer of ledger ", id_, " was destroyed before the add completed")));
+    SetErrorLocked(absl::CancelledError(absl::StrCat("writer of ledger ", id_,
+                                                     " was destroyed before the add completed")),
+                   changing_ensemble_);
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -91,13 +107,21 @@ void WriterState::AppendAsync(std::string payload, LedgerWriter::AddCallback don
     add->cumulative_length = appended_length_;
     add->entry = MakeEntry(id_, add->entry_id, lac_, appended_length_, payload);
     add->done = std::move(done);
-    pending_.push_back(add);
-    for (int i : WriteSet(add->entry_id, ensemble_size_, write_quorum_)) {
+    // Held back while this thread delivers a batch of callbacks (Deliver).
+    const bool hold = delivering_ && OnWriterThread();
+    const int first = static_cast<int>(add->entry_id % ensemble_size_);
+    for (int k = 0; k < write_quorum_; ++k) {
+      const int i = (first + k) % ensemble_size_;
       // A failed slot gets the entry from its replacement's resend.
       if (slots_[i].failed) continue;
       slots_[i].queue.push_back(add);
-      PumpLocked(i, &out);
+      if (hold) {
+        held_slots_ |= uint64_t{1} << i;
+      } else {
+        PumpLocked(i, &out);
+      }
     }
+    pending_.push_back(std::move(add));
   }
   SendAll(std::move(out));
 }
@@ -106,8 +130,8 @@ void WriterState::PumpLocked(int slot_index, std::vector<std::unique_ptr<AddCall
   Slot& slot = slots_[slot_index];
   if (slot.failed || !error_.ok()) return;
   const ClientOptions& options = core_->options;
-  while (slot.in_flight < std::max(1, options.max_rpcs_in_flight_per_bookie) &&
-         !slot.queue.empty()) {
+  const int max_in_flight = std::max(1, options.max_rpcs_in_flight_per_bookie);
+  while (slot.in_flight < max_in_flight && !slot.queue.empty()) {
     auto call = std::make_unique<AddCall>();
     call->request.set_expected_instance_id(slot.instance_id);
     call->request.set_recovery(false);
@@ -118,8 +142,7 @@ void WriterState::PumpLocked(int slot_index, std::vector<std::unique_ptr<AddCall
       const int64_t size = static_cast<int64_t>(add->entry.payload().size());
       if (call->request.entries_size() > 0 && bytes + size > options.max_bytes_per_add_rpc) break;
       bytes += size;
-      *call->request.add_entries() = add->entry;
-      call->entry_ids.push_back(add->entry_id);
+      call->Include(std::move(slot.queue.front()));
       slot.queue.pop_front();
     }
     call->conn = slot.conn;
@@ -158,23 +181,23 @@ void WriterState::OnAddDone(std::unique_ptr<AddCall> call, const grpc::Status& s
                                               status.error_message(), " (gRPC code ",
                                               static_cast<int>(status.error_code()), ")"));
     } else {
-      absl::flat_hash_map<int64_t, Code> codes;
-      for (const auto& result : call->response.results()) {
-        if (result.ledger_id() == id_) codes[result.entry_id()] = result.code();
-      }
-      for (int64_t entry_id : call->entry_ids) {
-        auto it = codes.find(entry_id);
-        const Code code = it == codes.end() ? Code::CODE_UNSPECIFIED : it->second;
+      const auto& results = call->response.results();
+      for (size_t k = 0; k < call->adds.size(); ++k) {
+        const int64_t entry_id = call->adds[k]->entry_id;
+        // Bookies answer one result per entry, in request order.
+        const bool answered = k < static_cast<size_t>(results.size()) &&
+                              results[k].ledger_id() == id_ && results[k].entry_id() == entry_id;
+        const Code code = answered ? results[k].code() : Code::CODE_UNSPECIFIED;
         if (code == Code::OK) {
-          AckLocked(entry_id, call->slot);
+          AckLocked(*call->adds[k], call->slot);
         } else if (code == Code::FENCED) {
           fenced_ = true;
-          SetErrorLocked(FencedError(id_));
+          SetErrorLocked(FencedError(id_), changing_ensemble_);
           break;
         } else {
           FailSlotLocked(call->slot,
                          absl::StrCat("bookie ", bookie_id, " answered ",
-                                      it == codes.end() ? "nothing" : bookie::v1::Code_Name(code),
+                                      answered ? bookie::v1::Code_Name(code) : "nothing",
                                       " for entry ", id_, ":", entry_id));
           break;
         }
@@ -185,11 +208,9 @@ void WriterState::OnAddDone(std::unique_ptr<AddCall> call, const grpc::Status& s
   SendAll(std::move(out));
 }
 
-void WriterState::AckLocked(int64_t entry_id, int slot) {
-  if (pending_.empty()) return;
-  const int64_t index = entry_id - pending_.front()->entry_id;
-  if (index < 0 || index >= static_cast<int64_t>(pending_.size())) return;  // delivered already
-  PendingAdd& add = *pending_[index];
+void WriterState::AckLocked(PendingAdd& add, int slot) {
+  // An add delivered already, or failed with the writer, may still be acked.
+  if (pending_.empty() || add.entry_id < pending_.front()->entry_id || !error_.ok()) return;
   const uint64_t bit = uint64_t{1} << slot;
   if (add.acked & bit) return;
   add.acked |= bit;
@@ -208,12 +229,35 @@ void WriterState::FailSlotLocked(int slot_index, std::string why) {
   core_->pool.Forget(slot.bookie_id);
 }
 
-void WriterState::SetErrorLocked(absl::Status status) {
+void WriterState::SetErrorLocked(absl::Status status, bool change_in_doubt) {
   if (!error_.ok()) return;
   error_ = std::move(status);
+  // Only observed (tests wait for it); never changes the outcome.
+  static_cast<void>(LEDGERKV_FAULT("ledger.writer.failed", std::to_string(id_)));
+  uint64_t doubtful = 0;
+  if (change_in_doubt) {
+    for (int i = 0; i < ensemble_size_; ++i) {
+      if (slots_[i].failed) doubtful |= uint64_t{1} << i;
+    }
+  }
+  // The acked head is durable on Qa bookies that every metadata version
+  // still names (with a change in doubt, only bookies that stay in the
+  // ensemble count): a recoverer finds it whatever it reads. Failing it
+  // would report an entry as lost that recovery keeps.
+  while (!pending_.empty() && std::popcount(pending_.front()->acked & ~doubtful) >= ack_quorum_) {
+    DeliverHeadLocked();
+  }
   for (auto& add : pending_) to_deliver_.push_back(Delivery{std::move(add->done), error_});
   pending_.clear();
   for (Slot& slot : slots_) slot.queue.clear();
+}
+
+void WriterState::DeliverHeadLocked() {
+  std::shared_ptr<PendingAdd> add = std::move(pending_.front());
+  pending_.pop_front();
+  lac_ = add->entry_id;
+  lac_length_ = add->cumulative_length;
+  to_deliver_.push_back(Delivery{std::move(add->done), add->entry_id});
 }
 
 bool WriterState::NeedEnsembleChangeLocked() const {
@@ -240,13 +284,7 @@ void WriterState::CollectDeliverableLocked() {
   // "no such entry" towards calling an acknowledged entry absent (the hole
   // of BookKeeper issue 2614).
   if (changing_ensemble_) return;
-  while (!pending_.empty() && pending_.front()->ack_count >= ack_quorum_) {
-    std::shared_ptr<PendingAdd> add = std::move(pending_.front());
-    pending_.pop_front();
-    lac_ = add->entry_id;
-    lac_length_ = add->cumulative_length;
-    to_deliver_.push_back(Delivery{std::move(add->done), add->entry_id});
-  }
+  while (!pending_.empty() && pending_.front()->ack_count >= ack_quorum_) DeliverHeadLocked();
 }
 
 void WriterState::Run() {
@@ -269,16 +307,28 @@ void WriterState::Run() {
         delivering_ = true;
       }
     }
-    if (!deliveries.empty()) {
-      for (Delivery& d : deliveries) d.done(std::move(d.result));
-      absl::MutexLock l(&mu_);
-      delivering_ = false;
-    }
+    if (!deliveries.empty()) Deliver(std::move(deliveries));
     if (change) RunEnsembleChange();
   }
 }
 
+void WriterState::Deliver(std::vector<Delivery> deliveries) {
+  for (Delivery& d : deliveries) d.done(std::move(d.result));
+  std::vector<std::unique_ptr<AddCall>> out;
+  {
+    absl::MutexLock l(&mu_);
+    delivering_ = false;
+    for (int i = 0; i < ensemble_size_; ++i) {
+      if (held_slots_ & (uint64_t{1} << i)) PumpLocked(i, &out);
+    }
+    held_slots_ = 0;
+  }
+  SendAll(std::move(out));
+}
+
 void WriterState::RunEnsembleChange() {
+  // Tests hold the change open here (acks stay held meanwhile).
+  static_cast<void>(LEDGERKV_FAULT("ledger.writer.ensemble_change", std::to_string(id_)));
   meta::v1::LedgerMetadata current;
   metadata::Version version;
   std::vector<int> failed;
@@ -300,16 +350,35 @@ void WriterState::RunEnsembleChange() {
     exclude.insert(failed_bookies_.begin(), failed_bookies_.end());
   }
 
-  auto finish = [this](absl::Status error, bool fenced) {
+  // Once a CAS was sent, it may have landed even if no reply said so.
+  bool cas_sent = false;
+  auto finish = [this, &cas_sent](absl::Status error, bool fenced) {
     absl::MutexLock l(&mu_);
     changing_ensemble_ = false;
     if (fenced) fenced_ = true;
-    SetErrorLocked(std::move(error));
+    SetErrorLocked(std::move(error), cas_sent);
+  };
+  auto cancelled = [this] {
+    return absl::CancelledError(
+        absl::StrCat("writer of ledger ", id_, " was destroyed during an ensemble change"));
   };
 
   std::vector<BookieInfo> replacements;
   for (size_t k = 0; k < failed.size(); ++k) {
-    auto chosen = core_->placement.ChooseReplacement(exclude);
+    // A transient store failure must not end the writer; a shortage of
+    // bookies does (see docs/ledger-protocol.md).
+    absl::StatusOr<BookieInfo> chosen;
+    for (int attempt = 1;; ++attempt) {
+      chosen = core_->placement.ChooseReplacement(exclude);
+      if (chosen.ok() || !Placement::IsStoreFailure(chosen.status()) ||
+          attempt >= core_->options.metadata_retries) {
+        break;
+      }
+      if (!PauseBeforeRetry(attempt)) {
+        finish(cancelled(), false);
+        return;
+      }
+    }
     if (!chosen.ok()) {
       finish(absl::UnavailableError(absl::StrCat("ledger ", id_, ": cannot replace failed bookie (",
                                                  why, "): ", chosen.status().message())),
@@ -341,7 +410,8 @@ void WriterState::RunEnsembleChange() {
   meta::v1::LedgerMetadata next = build(current);
   metadata::Version new_version = 0;
   for (int attempt = 0;; ++attempt) {
-    auto stored = StoreLedger(*core_, next, version);
+    cas_sent = true;
+    auto stored = StoreLedger(*core_, next, version);  // retries transient errors itself
     if (stored.ok()) {
       new_version = *stored;
       break;
@@ -353,7 +423,18 @@ void WriterState::RunEnsembleChange() {
              false);
       return;
     }
-    auto reread = LoadLedger(*core_, id_);
+    absl::StatusOr<VersionedLedger> reread;
+    for (int read_attempt = 1;; ++read_attempt) {
+      reread = LoadLedger(*core_, id_);
+      if (reread.ok() || !absl::IsUnavailable(reread.status()) ||
+          read_attempt >= core_->options.metadata_retries) {
+        break;
+      }
+      if (!PauseBeforeRetry(read_attempt)) {
+        finish(cancelled(), false);
+        return;
+      }
+    }
     if (!reread.ok()) {
       finish(absl::UnavailableError(absl::StrCat("ledger ", id_,
                                                  ": cannot re-read metadata after a conflict: ",
@@ -411,6 +492,11 @@ void WriterState::RunEnsembleChange() {
   SendAll(std::move(out));
 }
 
+bool WriterState::PauseBeforeRetry(int attempt) {
+  absl::MutexLock l(&mu_);
+  return !mu_.AwaitWithTimeout(absl::Condition(&stop_), MetadataBackoff(attempt));
+}
+
 absl::Status WriterState::Close() {
   meta::v1::LedgerMetadata closed;
   metadata::Version version;
@@ -460,7 +546,7 @@ absl::Status WriterState::Close() {
     if (now.state() != meta::v1::OPEN || !SameSegments(now, closed)) {
       absl::MutexLock l(&mu_);
       fenced_ = true;
-      SetErrorLocked(FencedError(id_));
+      SetErrorLocked(FencedError(id_), false);
       return FencedError(id_);
     }
     closed = now;

@@ -10,6 +10,16 @@
 //    and performs ensemble changes (placement + metadata CAS).
 // In-flight RPC callbacks hold a shared_ptr to the state, so it outlives the
 // LedgerWriter handle until they have all returned.
+//
+// Fault points (base/fault_point.h), argument = the ledger id in decimal:
+//   ledger.writer.ensemble_change  hit on the writer's thread when an
+//                                  ensemble change begins (acks are held
+//                                  from here until it ends); a callback may
+//                                  block to hold the change open;
+//   ledger.writer.failed           hit once when the writer fails for good
+//                                  (fenced, no replacement, destroyed), with
+//                                  the writer's mutex held: the callback
+//                                  must not call the writer.
 #pragma once
 
 #include <cstdint>
@@ -74,11 +84,23 @@ class WriterState : public std::enable_shared_from_this<WriterState> {
     std::string failure;
   };
 
+  // One Add RPC. The request does not own its entries: it points at the
+  // PendingAdds' immutable Entry messages (one copy shared by the Qw
+  // requests that carry it, instead of a copy of every payload per bookie)
+  // and gives them back before it is destroyed. `adds` keeps them alive
+  // until then. gRPC only reads the request (serialising a message from
+  // several threads at once is safe: its cached sizes are atomics).
   struct AddCall {
+    AddCall() = default;
+    AddCall(const AddCall&) = delete;
+    AddCall& operator=(const AddCall&) = delete;
+    ~AddCall();
+    void Include(std::shared_ptr<PendingAdd> add);
+
     grpc::ClientContext ctx;
     bookie::v1::AddRequest request;
     bookie::v1::AddResponse response;
-    std::vector<int64_t> entry_ids;
+    std::vector<std::shared_ptr<PendingAdd>> adds;  // in request order
     std::shared_ptr<BookieConn> conn;
     int slot = 0;
     uint64_t generation = 0;
@@ -90,14 +112,29 @@ class WriterState : public std::enable_shared_from_this<WriterState> {
   };
 
   void Run();
+  // Runs `deliveries` on the writer's thread; appends they make are sent
+  // together afterwards.
+  void Deliver(std::vector<Delivery> deliveries) ABSL_LOCKS_EXCLUDED(mu_);
+  bool OnWriterThread() const { return std::this_thread::get_id() == writer_thread_id_; }
   bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool NeedEnsembleChangeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CollectDeliverableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunEnsembleChange() ABSL_LOCKS_EXCLUDED(mu_);
-  // Ends the writer for good: every pending add fails with `status`.
-  void SetErrorLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits before retry `attempt` of a metadata operation of an ensemble
+  // change. Returns false if the writer is being shut down meanwhile.
+  bool PauseBeforeRetry(int attempt) ABSL_LOCKS_EXCLUDED(mu_);
+  // Delivers the head of pending_ as acknowledged (advances the LAC).
+  void DeliverHeadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the writer for good. The head of pending_ that already reached Qa
+  // is still delivered as acknowledged (it is durable, and a recoverer's
+  // fence read meets its ack quorum); every other pending add fails with
+  // `status`. `change_in_doubt`: an ensemble change may have been written
+  // to the metadata, so acks from the failed bookies it replaces do not
+  // count (the new segment no longer names them).
+  void SetErrorLocked(absl::Status status, bool change_in_doubt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailSlotLocked(int slot, std::string why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AckLocked(int64_t entry_id, int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AckLocked(PendingAdd& add, int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves queued entries of `slot` into Add RPCs (batched, capped), to be
   // sent by SendAll once mu_ is released.
   void PumpLocked(int slot, std::vector<std::unique_ptr<AddCall>>* out)
@@ -128,8 +165,14 @@ class WriterState : public std::enable_shared_from_this<WriterState> {
   // An ensemble change (metadata CAS) is in flight: nothing is delivered.
   bool changing_ensemble_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Delivery> to_deliver_ ABSL_GUARDED_BY(mu_);
-  // The writer thread is running callbacks taken from to_deliver_.
+  // The writer thread is running callbacks taken from to_deliver_. Appends
+  // made by those callbacks (a log layered on the ledger appends from them)
+  // are queued but not sent until the batch of callbacks is done: the acks
+  // of one RPC then refill the pipeline with one RPC per bookie, instead of
+  // a one-entry RPC followed by everything else an RPC later.
   bool delivering_ ABSL_GUARDED_BY(mu_) = false;
+  // Slots that got entries while sending was held back (delivering_).
+  uint64_t held_slots_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   bool fenced_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
@@ -138,6 +181,8 @@ class WriterState : public std::enable_shared_from_this<WriterState> {
   WriterStats stats_ ABSL_GUARDED_BY(mu_);
 
   std::thread thread_;
+  // Set by Start before the thread runs anything.
+  std::thread::id writer_thread_id_;
 };
 
 }  // namespace ledgerkv::ledger

@@ -116,13 +116,49 @@ absl::Status BookieStorage::WriteCheckpointFile(const JournalPosition& pos) {
                              absl::StrCat("v1 ", pos.file, " ", pos.offset, "\n"));
 }
 
-absl::Status BookieStorage::OpenNewJournalFile(uint64_t number) {
+bool BookieStorage::Preallocating() const {
+  // The preallocated file is plain POSIX: only in place of the default file
+  // layer (tests inject faults through their own Env, which appends).
+  return env_ == Env::Default() && options_.sync && options_.journal_preallocate_bytes > 0;
+}
+
+absl::Status BookieStorage::ReopenJournalFile(uint64_t number, uint64_t size) {
   const std::string path = JournalPath(number);
-  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env_->NewWritableFile(path));
+  if (Preallocating()) {
+    ASSIGN_OR_RETURN(std::unique_ptr<PreallocatedJournalFile> file,
+                     PreallocatedJournalFile::Open(path, size, options_.journal_preallocate_bytes));
+    prealloc_ = file.get();
+    journal_ = std::move(file);
+  } else {
+    ASSIGN_OR_RETURN(journal_, env_->NewWritableFile(path));
+    prealloc_ = nullptr;
+  }
+  journal_number_ = number;
+  return absl::OkStatus();
+}
+
+absl::Status BookieStorage::OpenNewJournalFile(uint64_t number) {
+  // Only the last journal file may end in unused (zero) space: replay cuts
+  // it off there as a torn tail, but in any earlier file it would be
+  // corruption. So the current file is cut to its records before a new one
+  // exists.
+  if (prealloc_ != nullptr) RETURN_IF_ERROR(prealloc_->Seal());
+  const std::string path = JournalPath(number);
+  std::unique_ptr<WritableFile> file;
+  PreallocatedJournalFile* prealloc = nullptr;
+  if (Preallocating()) {
+    ASSIGN_OR_RETURN(std::unique_ptr<PreallocatedJournalFile> p,
+                     PreallocatedJournalFile::Open(path, 0, options_.journal_preallocate_bytes));
+    prealloc = p.get();
+    file = std::move(p);
+  } else {
+    ASSIGN_OR_RETURN(file, env_->NewWritableFile(path));
+  }
   RETURN_IF_ERROR(env_->SyncDir(options_.dir));
   ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> reader, env_->NewRandomAccessFile(path));
   if (journal_ != nullptr) IgnoreError(journal_->Close());  // already synced by the caller
   journal_ = std::move(file);
+  prealloc_ = prealloc;
   journal_number_ = number;
   absl::MutexLock l(&mu_);
   files_[number] = std::move(reader);
@@ -190,11 +226,16 @@ absl::Status BookieStorage::Init() {
   if (numbers.empty()) {
     RETURN_IF_ERROR(OpenNewJournalFile(1));
   } else {
-    ASSIGN_OR_RETURN(journal_, env_->NewWritableFile(JournalPath(numbers.back())));
-    journal_number_ = numbers.back();
+    ASSIGN_OR_RETURN(uint64_t size, env_->GetFileSize(JournalPath(numbers.back())));
+    RETURN_IF_ERROR(ReopenJournalFile(numbers.back(), size));
   }
   JournalPosition end{journal_number_, journal_->Size()};
   if (end != cp) {
+    // Replay may have indexed records that a killed process wrote but never
+    // synced (they were in the page cache), and may have truncated a torn
+    // tail. Make both durable before the checkpoint moves past them, or a
+    // power loss now would leave CHECKPOINT beyond the journal's end.
+    RETURN_IF_ERROR(journal_->Sync());
     RETURN_IF_ERROR(index_->Flush());
     RETURN_IF_ERROR(WriteCheckpointFile(end));
   }
@@ -264,7 +305,7 @@ absl::Status BookieStorage::ReplayFile(uint64_t number, uint64_t start, bool las
       if (last && (!later || !options_.sync)) {
         // A torn tail: the last write batch never completed its sync, so
         // nothing in it was acknowledged. Cut it off.
-        absl::FPrintF(stderr, "bookie: %s: torn tail at offset %d (%d bytes), truncating\n",
+        absl::FPrintF(stderr, "bookie: %s: torn tail (or unused preallocated space) at offset %d (%d bytes), cutting it off\n",
                       name, at, size - at);
         RETURN_IF_ERROR(env_->Truncate(JournalPath(number), at));
         absl::MutexLock l(&mu_);
@@ -407,7 +448,14 @@ void BookieStorage::Close() {
       absl::MutexLock c(&checkpoint_mu_);
       s = CommitCheckpoint(/*synced=*/!read_only());
     }
-    if (!s.ok()) absl::FPrintF(stderr, "bookie: checkpoint at close failed: %s\n", s.ToString());
+    if (!s.ok()) {
+      absl::FPrintF(stderr, "bookie: checkpoint at close failed: %s\n", s.ToString());
+    } else if (prealloc_ != nullptr && !read_only()) {
+      // A clean shutdown leaves no zero tail, so a restart cuts nothing.
+      // Without this the tail is cut at startup, as after a crash.
+      s = prealloc_->Seal();
+      if (!s.ok()) absl::FPrintF(stderr, "bookie: cutting the journal at close failed: %s\n", s.ToString());
+    }
   }
   IgnoreError(journal_->Close());
 }

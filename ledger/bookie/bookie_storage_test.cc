@@ -1,10 +1,12 @@
 #include "ledger/bookie/bookie_storage.h"
 
 #include <atomic>
+#include <thread>
 #include <string>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "base/fault_point.h"
 #include "gtest/gtest.h"
 #include "ledger/bookie/test_util.h"
 
@@ -109,6 +111,26 @@ TEST_F(StorageTest, FencedLedgerRejectsNormalAddsAcceptsRecoveryAdds) {
   EXPECT_EQ(ReadBack(*s, 1, 1), v1::OK);
   // Other ledgers are unaffected.
   EXPECT_EQ(AddOne(*s, 2, 0), v1::OK);
+}
+
+// Recoverers re-send fences (a fenced read per window, retries): a ledger
+// already durably fenced answers at once, without another record or sync.
+TEST_F(StorageTest, RepeatedFenceOfAFencedLedgerWritesNothing) {
+  auto s = Open();
+  ASSERT_EQ(AddOne(*s, 1, 0), v1::OK);
+  ASSERT_EQ(FenceSync(*s, 1), v1::OK);
+  const StorageStats before = s->GetStats();
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(FenceSync(*s, 1), v1::OK);
+  const StorageStats after = s->GetStats();
+  EXPECT_EQ(after.syncs, before.syncs);
+  EXPECT_EQ(after.journal_bytes, before.journal_bytes);
+  EXPECT_EQ(AddOne(*s, 1, 1), v1::FENCED);
+  // Survives a restart (the first record was durable).
+  s.reset();
+  s = Open();
+  EXPECT_EQ(s->GetLedger(1), (LedgerState{true, -1, 0}));
+  EXPECT_EQ(FenceSync(*s, 1), v1::OK);
+  EXPECT_EQ(AddOne(*s, 1, 1), v1::FENCED);
 }
 
 TEST_F(StorageTest, FenceAppliesToNeverSeenLedger) {
@@ -291,6 +313,37 @@ TEST_F(StorageTest, ClosedStorageAnswersReadOnly) {
   EXPECT_EQ(AddOne(*s, 1, 1), v1::READ_ONLY);
   EXPECT_EQ(FenceSync(*s, 1), v1::READ_ONLY);
   EXPECT_EQ(ReadBack(*s, 1, 0), v1::OK);
+}
+
+// A fence synced while a checkpoint is writing ledger states (the window in
+// which the checkpoint does not hold mu_) must reach the next checkpoint:
+// once CHECKPOINT moves past its journal record, the index is its only copy
+// (L7).
+TEST_F(StorageTest, L7_FenceDuringCheckpointSurvivesLaterCheckpointAndRestart) {
+  ScopedFaultPoints faults;
+  StorageOptions o = Options();
+  o.checkpoint_on_close = true;
+  auto s = Open(o);
+  ASSERT_EQ(AddOne(*s, 5, 0, -1), v1::OK);
+  std::atomic<bool> once{false};
+  BookieStorage* storage = s.get();
+  FaultPoints::Get().Arm("bookie.checkpoint.states_taken", [&](std::string_view) {
+    if (once.exchange(true)) return false;
+    Code code = v1::CODE_UNSPECIFIED;
+    std::thread t([&] { code = FenceSync(*storage, 42); });
+    t.join();
+    EXPECT_EQ(code, v1::OK);
+    return false;
+  });
+  ASSERT_TRUE(s->Checkpoint().ok());
+  ASSERT_TRUE(once.load()) << "the hook must have run inside the checkpoint";
+  FaultPoints::Get().DisarmAll();
+  ASSERT_TRUE(s->Checkpoint().ok());
+  s.reset();  // clean close: one more checkpoint
+  s = Open(o);
+  ASSERT_TRUE(s->GetLedger(42).has_value()) << "the fence of ledger 42 was lost";
+  EXPECT_TRUE(s->GetLedger(42)->fenced);
+  EXPECT_EQ(AddOne(*s, 42, 0), v1::FENCED);
 }
 
 }  // namespace

@@ -138,10 +138,26 @@ absl::StatusOr<BookieStorage::CompactionResult> BookieStorage::CompactJournal(
       // Views into `owned` only now that it no longer reallocates.
       for (size_t k = 0; k < req->items.size(); ++k) req->items[k].entry.payload = req->owned[k];
       const size_t copied = req->items.size();
+      // Copies are synced even in relaxed mode: the index moves to them,
+      // and the old (long durable) records are deleted after.
+      req->force_sync = true;
       bool passed = false;
-      req->done = [&passed](WriteRequest& r) { passed = r.passed; };
+      std::vector<uint64_t> failed_files;
+      req->done = [&passed, &failed_files](WriteRequest& r) {
+        passed = r.passed;
+        for (const WriteItem& item : r.items) {
+          if (item.code == v1::IO_ERROR) failed_files.push_back(item.old_location.file);
+        }
+      };
       SubmitAndWait(std::move(req));
       if (!passed) return absl::FailedPreconditionError("gc: journal is read-only");
+      // An entry whose index could not be moved to its copy still points at
+      // the old file: that file must stay.
+      for (uint64_t f : failed_files) {
+        absl::FPrintF(stderr, "bookie: gc: not compacting %s: index update failed\n",
+                      JournalFileName(f));
+        to_compact.erase(f);
+      }
       result.entries_copied += copied;
     }
     // The new locations must be durable before the old copies go.

@@ -12,6 +12,7 @@
 #include "base/entry_checksum.h"
 #include "base/status_macros.h"
 #include "ledger/bookie/bookie_storage.h"
+#include "base/fault_point.h"
 
 namespace ledgerkv::bookie {
 
@@ -41,6 +42,19 @@ void BookieStorage::Add(std::vector<EntryView> entries, bool recovery, AddCallba
 }
 
 void BookieStorage::Fence(uint64_t ledger_id, FenceCallback done) {
+  bool already = false;
+  {
+    absl::MutexLock l(&mu_);
+    // A ledger's state says fenced only once a fence record was synced (or
+    // replayed): a further record would cost a write and an fdatasync and
+    // change nothing. Recoverers re-send fences until they see one confirmed.
+    auto it = ledgers_.find(ledger_id);
+    already = it != ledgers_.end() && it->second.fenced && !stopping_ && !read_only_;
+  }
+  if (already) {
+    std::move(done)(v1::OK);
+    return;
+  }
   auto req = std::make_unique<WriteRequest>();
   WriteItem item;
   item.kind = WriteItem::Kind::kFence;
@@ -423,6 +437,7 @@ absl::Status BookieStorage::CommitCheckpoint(bool synced) {
     // changes nothing, since state updates are max/or.
     absl::MutexLock a(&apply_mu_);
     Index::Batch states;
+    absl::flat_hash_set<uint64_t> dirty;
     {
       absl::MutexLock l(&mu_);
       // Without the barrier (closing, or read-only), what the index covers
@@ -432,14 +447,27 @@ absl::Status BookieStorage::CommitCheckpoint(bool synced) {
             "bookie storage is read-only or closing; cannot checkpoint in relaxed mode");
       }
       pos = applied_;
-      for (uint64_t id : dirty_ledgers_) {
+      // Take the dirty set now: the writer thread (which holds mu_ but not
+      // apply_mu_) may publish and dirty more ledgers while the index write
+      // below runs without mu_, and those must stay dirty for the next
+      // checkpoint, or their fence marks and last entry ids would be lost
+      // once CHECKPOINT moves past their journal records.
+      dirty = std::exchange(dirty_ledgers_, {});
+      for (uint64_t id : dirty) {
         auto it = ledgers_.find(id);
         if (it != ledgers_.end()) states.PutLedger(id, it->second);
       }
     }
-    if (!states.empty()) RETURN_IF_ERROR(index_->Write(states));
-    absl::MutexLock l(&mu_);
-    dirty_ledgers_.clear();
+    // A test hook: tests publish a batch here, while mu_ is released.
+    static_cast<void>(LEDGERKV_FAULT("bookie.checkpoint.states_taken"));
+    if (!states.empty()) {
+      absl::Status written = index_->Write(states);
+      if (!written.ok()) {
+        absl::MutexLock l(&mu_);
+        dirty_ledgers_.insert(dirty.begin(), dirty.end());
+        return written;
+      }
+    }
   }
   RETURN_IF_ERROR(index_->Flush());
   RETURN_IF_ERROR(WriteCheckpointFile(pos));

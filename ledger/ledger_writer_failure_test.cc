@@ -1,0 +1,257 @@
+// How a writer ends (fenced, or unable to replace a bookie) and what it
+// survives (transient metadata store failures) against real bookies: an
+// entry that reached Qa before the end is still acknowledged (L2), and a
+// store hiccup during an ensemble change does not end the writer.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "base/fault_point.h"
+#include "gtest/gtest.h"
+#include "ledger/ledger_test_util.h"
+#include "metadata/metadata_store.h"
+#include "proto/metadata.pb.h"
+
+namespace ledgerkv::ledger {
+namespace {
+
+using testing::AppendRange;
+using testing::ExpectReadable;
+using testing::PayloadFor;
+using testing::Quorums;
+using testing::TestCluster;
+
+// Waits until each bookie holds `n` entries, then a little longer so that
+// their OK replies have reached the writer.
+void WaitUntilDurable(const std::vector<std::string>& addresses, int64_t n) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  for (const std::string& address : addresses) {
+    while (static_cast<int64_t>(testing::BookieInfo(address).entries_added()) < n && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    ASSERT_GE(static_cast<int64_t>(testing::BookieInfo(address).entries_added()), n) << address;
+  }
+  absl::SleepFor(absl::Milliseconds(200));
+}
+
+// Collects callback results in call order.
+class Results {
+ public:
+  LedgerWriter::AddCallback Callback() {
+    return [this](absl::StatusOr<int64_t> r) {
+      absl::MutexLock l(&mu_);
+      results_.push_back(std::move(r));
+    };
+  }
+  std::vector<absl::StatusOr<int64_t>> WaitFor(size_t n) {
+    absl::MutexLock l(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return results_.size() >= n; };
+    mu_.Await(absl::Condition(&enough));
+    return results_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<absl::StatusOr<int64_t>> results_ ABSL_GUARDED_BY(mu_);
+};
+
+// Notifies once however often it is hit.
+struct Once {
+  void Notify() {
+    if (!fired.exchange(true)) note.Notify();
+  }
+  std::atomic<bool> fired{false};
+  absl::Notification note;
+};
+
+// Entries 1..10 reach Qa while the writer's thread is busy in entry 0's
+// callback; then a recoverer fences the ledger and entry 11 is answered
+// FENCED. Entries 1..10 are durable and recovery keeps them: they must be
+// acknowledged, not failed.
+TEST(LedgerWriterFailureTest, L2_FencedWriterStillAcknowledgesEntriesThatReachedQa) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(1, 1, 1)));
+  const std::string id = std::to_string(writer->id());
+  auto failed = std::make_shared<Once>();
+  FaultPoints::Get().Arm("ledger.writer.failed", [id, failed](std::string_view ledger) {
+    if (ledger == id) failed->Notify();
+    return false;
+  });
+
+  absl::Notification in_callback, release;
+  writer->AppendAsync(PayloadFor(0), [&](absl::StatusOr<int64_t> r) {
+    EXPECT_TRUE(r.ok()) << r.status();
+    in_callback.Notify();
+    release.WaitForNotification();
+  });
+  in_callback.WaitForNotification();
+  Results results;
+  for (int i = 1; i <= 10; ++i) writer->AppendAsync(PayloadFor(i), results.Callback());
+  WaitUntilDurable({cluster->address(0)}, 11);
+
+  LKV_ASSIGN_OR_FAIL(auto other, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, other->OpenLedger(writer->id(), OpenMode::kRecover));
+  EXPECT_EQ(reader->last_readable(), 10);
+  writer->AppendAsync(PayloadFor(11), results.Callback());  // answered FENCED
+  ASSERT_TRUE(failed->note.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  release.Notify();
+
+  const auto got = results.WaitFor(11);
+  for (int i = 1; i <= 10; ++i) {
+    ASSERT_TRUE(got[i - 1].ok()) << "entry " << i << " reached Qa before the fence: "
+                                 << got[i - 1].status();
+    EXPECT_EQ(*got[i - 1], i);
+  }
+  EXPECT_EQ(got[10].status().code(), absl::StatusCode::kFailedPrecondition) << got[10].status();
+  EXPECT_EQ(writer->lac(), 10);
+  ExpectReadable(*reader, 0, 10);
+}
+
+// E=3 Qw=3 Qa=2 on exactly three bookies: when one stops, the ensemble
+// change cannot find a replacement and the writer fails. Entries acked by
+// the two live bookies while the change was running are durable, and the
+// writer's close seals them: they must be acknowledged.
+TEST(LedgerWriterFailureTest, L2_FailedEnsembleChangeStillAcknowledgesEntriesThatReachedQa) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+  const std::string id = std::to_string(writer->id());
+  for (const auto& r : AppendRange(*writer, 0, 4, 4)) LKV_ASSERT_OK(r);
+
+  auto in_change = std::make_shared<Once>();
+  auto release = std::make_shared<absl::Notification>();
+  FaultPoints::Get().Arm("ledger.writer.ensemble_change",
+                         [id, in_change, release](std::string_view ledger) {
+                           if (ledger == id) {
+                             in_change->Notify();
+                             release->WaitForNotification();
+                           }
+                           return false;
+                         });
+  const meta::v1::Segment segment = writer->metadata().segments(0);
+  cluster->StopBookie(cluster->IndexOf(segment.bookies(2)));
+  Results results;
+  writer->AppendAsync(PayloadFor(5), results.Callback());  // fails on the stopped bookie
+  ASSERT_TRUE(in_change->note.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  // Acked by the two live bookies while the change holds acks back.
+  for (int i = 6; i <= 14; ++i) writer->AppendAsync(PayloadFor(i), results.Callback());
+  WaitUntilDurable({cluster->address(cluster->IndexOf(segment.bookies(0))),
+                    cluster->address(cluster->IndexOf(segment.bookies(1)))},
+                   15);
+  release->Notify();
+
+  const auto got = results.WaitFor(10);
+  for (int i = 5; i <= 14; ++i) {
+    ASSERT_TRUE(got[i - 5].ok()) << "entry " << i << " had Qa acks: " << got[i - 5].status();
+    EXPECT_EQ(*got[i - 5], i);
+  }
+  EXPECT_EQ(writer->lac(), 14);
+  auto late = writer->Append("after the failure");
+  EXPECT_TRUE(absl::IsUnavailable(late.status())) << late.status();
+  LKV_ASSERT_OK(writer->Close());
+  EXPECT_EQ(writer->metadata().last_entry_id(), 14);
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, 14);
+}
+
+// A MetadataStore that fails chosen calls with UNAVAILABLE, as a real store
+// does during a leader election or a network blip. `lose_put_replies`
+// applies the write and then reports UNAVAILABLE (a lost reply).
+class FlakyStore : public metadata::MetadataStore {
+ public:
+  explicit FlakyStore(metadata::MetadataStore* real) : real_(real) {}
+
+  std::atomic<int> fail_gets{0};
+  std::atomic<int> fail_lists{0};
+  std::atomic<int> lose_put_replies{0};
+
+  absl::StatusOr<metadata::VersionedValue> Get(std::string_view key) override {
+    if (Take(fail_gets)) return absl::UnavailableError("flaky store: Get");
+    return real_->Get(key);
+  }
+  absl::StatusOr<metadata::Version> Put(std::string_view key, std::string_view value,
+                                        metadata::Version expected,
+                                        metadata::SessionId session) override {
+    auto put = real_->Put(key, value, expected, session);
+    if (put.ok() && Take(lose_put_replies)) return absl::UnavailableError("flaky store: Put reply");
+    return put;
+  }
+  absl::Status Delete(std::string_view key, metadata::Version expected) override {
+    return real_->Delete(key, expected);
+  }
+  absl::StatusOr<std::vector<metadata::KeyValue>> List(std::string_view prefix) override {
+    if (Take(fail_lists)) return absl::UnavailableError("flaky store: List");
+    return real_->List(prefix);
+  }
+  absl::StatusOr<metadata::TxnResult> Txn(const std::vector<metadata::TxnCompare>& compares,
+                                          const std::vector<metadata::TxnOp>& ops) override {
+    return real_->Txn(compares, ops);
+  }
+  absl::StatusOr<std::unique_ptr<metadata::WatchHandle>> Watch(
+      std::string_view prefix, metadata::Version from, metadata::WatchCallback cb) override {
+    return real_->Watch(prefix, from, std::move(cb));
+  }
+  absl::StatusOr<metadata::SessionId> CreateSession(
+      const metadata::SessionOptions& options) override {
+    return real_->CreateSession(options);
+  }
+  absl::Status KeepAlive(metadata::SessionId session) override {
+    return real_->KeepAlive(session);
+  }
+  absl::Status CloseSession(metadata::SessionId session) override {
+    return real_->CloseSession(session);
+  }
+  absl::StatusOr<metadata::Version> CurrentRevision() override {
+    return real_->CurrentRevision();
+  }
+
+ private:
+  static bool Take(std::atomic<int>& n) {
+    int left = n.load();
+    while (left > 0 && !n.compare_exchange_weak(left, left - 1)) {
+    }
+    return left > 0;
+  }
+  metadata::MetadataStore* const real_;
+};
+
+TEST(LedgerWriterFailureTest, TransientStoreFailuresDuringEnsembleChangeAreRetried) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
+  FlakyStore flaky(cluster->store());
+  ClientOptions options;
+  options.metadata = &flaky;
+  options.rpc_timeout = absl::Seconds(2);
+  LKV_ASSIGN_OR_FAIL(auto client, LedgerClient::Create(options));
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
+  for (const auto& r : AppendRange(*writer, 0, 9, 4)) LKV_ASSERT_OK(r);
+
+  // The bookie listing fails twice; the CAS lands but its reply is lost, so
+  // the writer's retry meets its own write (ABORTED) and re-reads, and that
+  // re-read fails once too.
+  flaky.fail_lists = 2;
+  flaky.lose_put_replies = 1;
+  flaky.fail_gets = 1;
+  cluster->StopBookie(cluster->IndexOf(writer->metadata().segments(0).bookies(1)));
+  for (const auto& r : AppendRange(*writer, 10, 39, 8)) LKV_ASSERT_OK(r);
+  EXPECT_EQ(flaky.fail_lists.load(), 0);
+  EXPECT_EQ(flaky.lose_put_replies.load(), 0);
+  EXPECT_EQ(flaky.fail_gets.load(), 0);
+  EXPECT_EQ(writer->stats().ensemble_changes, 1);
+  LKV_ASSERT_OK(writer->Close());
+
+  LKV_ASSIGN_OR_FAIL(auto other, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, other->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+  EXPECT_EQ(reader->last_readable(), 39);
+  ExpectReadable(*reader, 0, 39);
+}
+
+}  // namespace
+}  // namespace ledgerkv::ledger
