@@ -41,7 +41,7 @@ struct LogOptions {
   int64_t max_record_bytes = int64_t{8} << 20;
 
   // A writer starts a new ledger once the current one holds roll_bytes of
-  // entries, or is roll_age old and not empty. InfiniteDuration(): no age.
+  // entries, or its first entry is roll_age old. InfiniteDuration(): no age.
   int64_t roll_bytes = int64_t{64} << 20;
   absl::Duration roll_age = absl::Hours(1);
 

@@ -130,7 +130,9 @@ void LogWriter::PumpLocked() {
     std::string payload = std::move(batch.payload);
     batch.payload.clear();
     ledger_bytes_ += static_cast<int64_t>(payload.size());
-    ++ledger_entries_;
+    // The age trigger counts from the ledger's first entry: an idle ledger
+    // holds nothing old, so it is not rolled as soon as it gets a record.
+    if (ledger_entries_++ == 0) ledger_started_ = absl::Now();
     in_flight_.push_back(std::move(batch));
     waiting_.pop_front();
     const uint64_t generation = ledger_generation_;
@@ -209,6 +211,7 @@ bool LogWriter::RollDueLocked(absl::Time now) const {
 
 bool LogWriter::ControlWorkLocked() const {
   if (stop_ || (!ledger_error_.ok() && error_.ok())) return true;
+  if (NextTimerLocked() < control_deadline_) return true;
   // The size trigger; the age trigger and delayed cuts come from the timer.
   return !rolling_ && !closing_ && error_.ok() && ledger_bytes_ >= options_.roll_bytes &&
          absl::Now() >= next_roll_attempt_;
@@ -234,8 +237,10 @@ void LogWriter::ControlLoop() {
     bool roll = false;
     {
       absl::MutexLock l(&mu_);
+      control_deadline_ = NextTimerLocked();
       mu_.AwaitWithDeadline(absl::Condition(this, &LogWriter::ControlWorkLocked),
-                            NextTimerLocked());
+                            control_deadline_);
+      control_deadline_ = absl::InfiniteFuture();
       if (stop_) return;
       const absl::Time now = absl::Now();
       if (!ledger_error_.ok() && error_.ok()) {

@@ -206,6 +206,10 @@ class LogWriter {
   // A roll is switching ledgers: nothing is sent until it is done.
   bool cutover_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time next_roll_attempt_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // The deadline the control thread is sleeping until; a state change that
+  // brings the next timer earlier (a first entry in a fresh ledger, a new
+  // open batch) wakes it so the new deadline is taken.
+  absl::Time control_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -147,7 +147,8 @@ TEST_F(LogWriterTest, RollingByAgeStartsANewSegmentWithoutNewAppends) {
   LKV_ASSIGN_OR_FAIL(auto writer, LogWriter::Open(options_, "log-age"));
   LKV_ASSERT_OK(writer->AppendAndWait("one"));
   // The control thread's timer rolls the non-empty ledger; the new, empty
-  // one is not rolled again however long it waits.
+  // one is not rolled again however long it waits, and its age counts from
+  // its first record, so "two" does not roll it at once either.
   for (int i = 0; i < 100 && writer->stats().rolls == 0; ++i) absl::SleepFor(absl::Milliseconds(20));
   EXPECT_EQ(writer->stats().rolls, 1);
   absl::SleepFor(absl::Milliseconds(300));
@@ -156,7 +157,9 @@ TEST_F(LogWriterTest, RollingByAgeStartsANewSegmentWithoutNewAppends) {
   EXPECT_EQ(seqno, 2u);
   LKV_ASSERT_OK(writer->Close());
   const meta::v1::LogMetadata log = writer->metadata();
-  ASSERT_EQ(log.segments_size(), 2) << DescribeLog(log, "log-age");
+  // A slow machine may roll again between "two" and Close (the ledger then
+  // ages past 100 ms): only the first two segments are certain.
+  ASSERT_GE(log.segments_size(), 2) << DescribeLog(log, "log-age");
   EXPECT_EQ(log.segments(0).last_seqno(), 1u);
   EXPECT_EQ(log.segments(1).first_seqno(), 2u);
   LKV_ASSIGN_OR_FAIL(auto all, ReadAll("log-age", 0));
