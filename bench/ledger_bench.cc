@@ -3,9 +3,13 @@
 // the raw disk's limits measured in the same run (docs/performance.md).
 //
 //   ledger-bench [--dir DIR] [--seconds S] [--quick] [--filter SUBSTR]
+//                [--rpcs-in-flight N]
 //
 // --filter runs only the rows whose "config/entry/in-flight" name contains
 // SUBSTR (e.g. "E1,Qw1,Qa1/100/64"), for profiling one of them.
+// --rpcs-in-flight sets ClientOptions.max_rpcs_in_flight_per_bookie.
+// The ent/sync column is the number of entries per bookie journal sync
+// (group commit), from the bookies' GetInfo counters.
 //
 // Configurations: E=Qw=Qa=1 on one bookie, E=Qw=3,Qa=2 on three bookies;
 // 100-byte and 64 KiB entries; 1 and 64 appends in flight.

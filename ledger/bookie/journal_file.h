@@ -16,8 +16,8 @@
 // only the last journal file can have one.
 //
 // Filling doubles the bytes written to the disk, which is worth it only
-// while write batches are small (then syncs, not bandwidth, bound the
-// bookie): filling pauses while the recent average batch is at least
+// while write batches are small (then the inode write is a large part of
+// each sync): filling pauses while the recent average batch is at least
 // kFillMaxAverageBatch, and the file simply grows by appending.
 //
 // Threading: AppendV, Sync, Seal, Close and Size are called by one thread at
@@ -42,7 +42,7 @@ namespace ledgerkv::bookie {
 class PreallocatedJournalFile final : public WritableFile {
  public:
   // Batches averaging this many bytes or more pause filling.
-  static constexpr uint64_t kFillMaxAverageBatch = 256 << 10;
+  static constexpr uint64_t kFillMaxAverageBatch = 32 << 10;
   // Filling starts after this many batches (an idle or short-lived bookie
   // writes no zeros).
   static constexpr int kFillAfterBatches = 64;
