@@ -59,6 +59,9 @@ absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions 
 
   if (s->options_.metadata != nullptr) {
     RETURN_IF_ERROR(s->CheckCookie());
+    // Serve before registering, so that no client finds a registered
+    // bookie that refuses it.
+    s->service_->StartServing();
     RETURN_IF_ERROR(s->Register());
     s->storage_->SetReadOnlyListener([wakeup = s->wakeup_] {
       absl::MutexLock l(&wakeup->mu);
@@ -72,6 +75,8 @@ absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions 
     }
     BookieServer* raw = s.get();
     s->background_ = std::thread([raw] { raw->BackgroundLoop(); });
+  } else {
+    s->service_->StartServing();
   }
   return s;
 }

@@ -33,6 +33,13 @@ std::string BookieServiceImpl::bookie_id() const {
   return bookie_id_;
 }
 
+bool BookieServiceImpl::Admit(grpc::ServerUnaryReactor* reactor) const {
+  if (serving_.load(std::memory_order_acquire)) return true;
+  reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                               "bookie is starting: its identity is not verified yet"));
+  return false;
+}
+
 bool BookieServiceImpl::InstanceMismatch(const std::string& expected) const {
   return !expected.empty() && expected != storage_->instance_id();
 }
@@ -41,6 +48,7 @@ grpc::ServerUnaryReactor* BookieServiceImpl::Add(grpc::CallbackServerContext* ct
                                                  const v1::AddRequest* req,
                                                  v1::AddResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!Admit(reactor)) return reactor;
   if (InstanceMismatch(req->expected_instance_id())) {
     for (const v1::Entry& e : req->entries()) {
       v1::AddResult* r = resp->add_results();
@@ -101,6 +109,7 @@ grpc::ServerUnaryReactor* BookieServiceImpl::Read(grpc::CallbackServerContext* c
                                                   const v1::ReadRequest* req,
                                                   v1::ReadResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!Admit(reactor)) return reactor;
   if (InstanceMismatch(req->expected_instance_id())) {
     resp->set_code(v1::INSTANCE_MISMATCH);
     reactor->Finish(grpc::Status::OK);
@@ -182,6 +191,7 @@ grpc::ServerUnaryReactor* BookieServiceImpl::ReadLac(grpc::CallbackServerContext
                                                      const v1::ReadLacRequest* req,
                                                      v1::ReadLacResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!Admit(reactor)) return reactor;
   if (InstanceMismatch(req->expected_instance_id())) {
     resp->set_code(v1::INSTANCE_MISMATCH);
     reactor->Finish(grpc::Status::OK);
@@ -215,6 +225,7 @@ grpc::ServerUnaryReactor* BookieServiceImpl::GetInfo(grpc::CallbackServerContext
                                                      const v1::GetInfoRequest* req,
                                                      v1::GetInfoResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!Admit(reactor)) return reactor;
   StorageStats stats = storage_->GetStats();
   resp->set_bookie_id(bookie_id());
   resp->set_instance_id(storage_->instance_id());

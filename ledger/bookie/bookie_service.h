@@ -16,6 +16,7 @@
 //                              is lost: the RPC fails with UNAVAILABLE.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -39,6 +40,12 @@ class BookieServiceImpl final : public v1::Bookie::CallbackService {
   // listening address is known.
   void set_bookie_id(std::string id);
 
+  // Until this is called every RPC is answered UNAVAILABLE: the server
+  // listens before the bookie's identity (cookie) is verified, because the
+  // cookie names the bound address, and must not serve a wiped directory
+  // meanwhile.
+  void StartServing() { serving_.store(true, std::memory_order_release); }
+
   // The RPCs of proto/bookie.proto; semantics in README.md ("RPC
   // semantics"). Each returns the call's reactor, finished later from the
   // storage's commit path, the read pool or the long-poll timer.
@@ -55,6 +62,8 @@ class BookieServiceImpl final : public v1::Bookie::CallbackService {
 
  private:
   bool InstanceMismatch(const std::string& expected) const;
+  // False (after finishing the reactor UNAVAILABLE) before StartServing.
+  bool Admit(grpc::ServerUnaryReactor* reactor) const;
   // Runs the fence part of Read/ReadLac, then `then` (on the writer thread)
   // if the fence is durable. Finishes the reactor itself on failure (after
   // set_code(code) for a request-level error) and on injected faults.
@@ -68,6 +77,7 @@ class BookieServiceImpl final : public v1::Bookie::CallbackService {
   BookieStorage* const storage_;  // Constant after construction.
   ThreadPool read_pool_;
 
+  std::atomic<bool> serving_{false};
   mutable absl::Mutex mu_;
   std::string bookie_id_ ABSL_GUARDED_BY(mu_);
 };

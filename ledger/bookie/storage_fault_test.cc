@@ -223,6 +223,20 @@ TEST_F(StorageFaultTest, FailedSyncIsNeverAcknowledgedAndTurnsReadOnly) {
   EXPECT_EQ(ReadBack(*s, 1, 1), v1::NO_SUCH_ENTRY);
 }
 
+TEST_F(StorageFaultTest, L7_ReadOnlyBookieConfirmsAFenceItAlreadyMadeDurable) {
+  FaultInjectionEnv env(Env::Default());
+  auto s = Open(Options(&env));
+  ASSERT_EQ(AddOne(*s, 2, 0), v1::OK);
+  ASSERT_EQ(FenceSync(*s, 2), v1::OK);
+  env.FailNextSync();
+  EXPECT_EQ(AddOne(*s, 1, 0), v1::READ_ONLY);
+  ASSERT_TRUE(s->read_only());
+  // The durable fence still counts; a new fence cannot be made durable.
+  EXPECT_EQ(FenceSync(*s, 2), v1::OK);
+  EXPECT_EQ(FenceSync(*s, 3), v1::READ_ONLY);
+  EXPECT_NE(AddOne(*s, 2, 1), v1::OK);
+}
+
 TEST_F(StorageFaultTest, EveryPendingAddFailsWithTheSync) {
   FaultInjectionEnv env(Env::Default());
   auto s = Open(Options(&env));

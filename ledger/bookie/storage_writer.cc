@@ -48,8 +48,11 @@ void BookieStorage::Fence(uint64_t ledger_id, FenceCallback done) {
     // A ledger's state says fenced only once a fence record was synced (or
     // replayed): a further record would cost a write and an fdatasync and
     // change nothing. Recoverers re-send fences until they see one confirmed.
+    // A read-only bookie confirms a fence it already made durable: the mark
+    // still stops every add, and the recoverer needs its vote (refusing would
+    // stall recovery of a ledger whose ensemble holds a failed disk).
     auto it = ledgers_.find(ledger_id);
-    already = it != ledgers_.end() && it->second.fenced && !stopping_ && !read_only_;
+    already = it != ledgers_.end() && it->second.fenced && !stopping_;
   }
   if (already) {
     std::move(done)(v1::OK);
