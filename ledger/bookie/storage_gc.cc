@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/fault_point.h"
 #include "base/status_macros.h"
 #include "ledger/bookie/bookie_storage.h"
 #include "ledger/bookie/journal_reader.h"
@@ -53,6 +54,10 @@ absl::Status BookieStorage::DeleteLedgers(absl::Span<const uint64_t> ledger_ids)
   SubmitAndWait(std::move(barrier));
   {
     absl::MutexLock a(&apply_mu_);
+    // Adds published after the barrier may still wait for the applier; it
+    // drops them once their ledger is gone from ledgers_ (ApplyWorks), so
+    // they cannot leave index entries that no collection would find.
+    static_cast<void>(LEDGERKV_FAULT("bookie.gc.deleting"));
     const absl::flat_hash_set<uint64_t> dead(ledger_ids.begin(), ledger_ids.end());
     for (uint64_t id : ledger_ids) RETURN_IF_ERROR(index_->DeleteLedger(id));
     absl::MutexLock l(&mu_);

@@ -1,7 +1,9 @@
 // Ledger deletion and journal reclamation in BookieStorage.
+#include <atomic>
 #include <string>
 #include <vector>
 
+#include "base/fault_point.h"
 #include "gtest/gtest.h"
 #include "ledger/bookie/bookie_storage.h"
 #include "ledger/bookie/test_util.h"
@@ -54,6 +56,32 @@ TEST_F(StorageGcTest, DeletedLedgersAreGoneAfterRestartOthersStay) {
     EXPECT_EQ(ReadBack(*s, 3, e), v1::OK);
     EXPECT_EQ(ReadBack(*s, 2, e), v1::NO_SUCH_ENTRY);
   }
+}
+
+TEST_F(StorageGcTest, AddPublishedDuringDeletionLeavesNoOrphanIndexEntry) {
+  auto s = Open();
+  ASSERT_EQ(AddOne(*s, 7, 0), v1::OK);
+  BookieStorage* storage = s.get();
+  std::atomic<bool> once{false};
+  // Inside DeleteLedgers, after its barrier, with the applier held off: a
+  // zombie writer's add is acknowledged and published, and reaches the
+  // applier only after the ledger left the index.
+  FaultPoints::Get().Arm("bookie.gc.deleting", [&](std::string_view) {
+    if (once.exchange(true)) return false;
+    EXPECT_EQ(AddOne(*storage, 7, 1, 0), v1::OK);
+    return false;
+  });
+  const std::vector<uint64_t> dead = {7};
+  ASSERT_TRUE(s->DeleteLedgers(dead).ok());
+  FaultPoints::Get().DisarmAll();
+  ASSERT_TRUE(once.load()) << "the hook must have run inside DeleteLedgers";
+  ASSERT_TRUE(s->Checkpoint().ok());  // the applier has run
+  EXPECT_FALSE(s->GetLedger(7).has_value());
+  EXPECT_EQ(ReadBack(*s, 7, 1), v1::NO_SUCH_ENTRY) << "orphan index entry";
+  EXPECT_EQ(ReadBack(*s, 7, 0), v1::NO_SUCH_ENTRY);
+  s.reset();
+  s = Open();
+  EXPECT_EQ(ReadBack(*s, 7, 1), v1::NO_SUCH_ENTRY) << "orphan index entry after restart";
 }
 
 // Files with no live entries are deleted; files mostly dead are compacted

@@ -344,10 +344,27 @@ bool BookieStorage::ApplyWorks(std::vector<ApplyWork>& works) {
     // there (they stay readable through recent_; replay redoes them).
     if (applier_failed_) return false;
   }
+  // Entries of ledgers deleted after they were published: DeleteLedgers
+  // already removed the ledger from the index and from ledgers_, so an
+  // index entry written now would be an orphan that keeps its journal file
+  // alive forever. (A later add to the same id re-creates the ledger in
+  // ledgers_, so the next collection finds and deletes it.)
+  absl::flat_hash_set<uint64_t> deleted;
+  {
+    absl::MutexLock l(&mu_);
+    for (const ApplyWork& work : works) {
+      for (const ApplyItem& item : work.items) {
+        if (item.copy == nullptr && !ledgers_.contains(item.key.ledger_id)) {
+          deleted.insert(item.key.ledger_id);
+        }
+      }
+    }
+  }
   Index::Batch index_batch;
   for (ApplyWork& work : works) {
     for (ApplyItem& item : work.items) {
       if (item.copy == nullptr) {
+        if (deleted.contains(item.key.ledger_id)) continue;
         index_batch.PutEntry(item.key.ledger_id, item.key.entry_id, item.location);
         continue;
       }
