@@ -1,11 +1,15 @@
 // The `ledgerkv` binary: one executable, one subcommand per process role.
 //   ledgerkv bookie --data-dir DIR --listen HOST:PORT [--bookie-id ID] [--no-sync]
-// Other roles (standalone, server, ...) are not implemented yet.
+//   ledgerkv standalone --data-dir DIR --listen HOST:PORT [--bookies N]
+//       [--snapshot-log-mb M] [--snapshot-interval-s S] [--no-sync]
+// Other roles (server, ...) are not implemented yet.
 //
-// The bookie prints exactly one line to stdout when it serves
+// Each prints exactly one line to stdout when it serves (tests and scripts
+// parse it):
 //   bookie <id> listening on <addr> instance <instance id>
-// (tests and scripts parse it); everything else goes to stderr. SIGTERM and
-// SIGINT shut it down cleanly (exit 0).
+//   ledgerkv standalone serving on <addr>
+// Everything else goes to stderr. SIGTERM and SIGINT shut it down cleanly
+// (exit 0).
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -14,7 +18,9 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "kv_server/standalone.h"
 #include "ledger/bookie/bookie_server.h"
 
 namespace {
@@ -27,7 +33,13 @@ constexpr char kUsage[] =
     "  bookie --data-dir DIR --listen HOST:PORT [--bookie-id ID] [--no-sync]\n"
     "      run a bookie (ledger storage node). --no-sync skips fdatasync on adds:\n"
     "      acknowledged entries can be lost on power failure (off by default).\n"
-    "  standalone | server    (not yet implemented)\n";
+    "  standalone --data-dir DIR --listen HOST:PORT [--bookies N] [--snapshot-log-mb M]\n"
+    "             [--snapshot-interval-s S] [--no-sync]\n"
+    "      run the whole KV store in one process: metadata in DIR/metadata, N in-process\n"
+    "      bookies in DIR/bookies (default 1; every write goes to all of them), ranges in\n"
+    "      DIR/ranges. Snapshots after M MiB of log (default 64) or S seconds with writes\n"
+    "      (default 600). Prints \"ledgerkv standalone serving on <addr>\" when ready.\n"
+    "  server    (not yet implemented)\n";
 
 int Usage(const std::string& error) {
   if (!error.empty()) absl::FPrintF(stderr, "ledgerkv: %s\n", error);
@@ -98,6 +110,70 @@ int RunBookie(const std::vector<std::string>& args) {
   return 0;
 }
 
+int RunStandalone(const std::vector<std::string>& args) {
+  ledgerkv::kv::StandaloneOptions options;
+  options.listen.clear();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    std::string v;
+    auto value = [&]() {
+      if (i + 1 >= args.size()) return false;
+      v = args[++i];
+      return true;
+    };
+    auto positive = [&](int64_t* out) { return value() && absl::SimpleAtoi(v, out) && *out > 0; };
+    bool ok = true;
+    int64_t n = 0;
+    if (a == "--data-dir") {
+      ok = value();
+      options.data_dir = v;
+    } else if (a == "--listen") {
+      ok = value();
+      options.listen = v;
+    } else if (a == "--bookies") {
+      ok = positive(&n);
+      options.bookies = static_cast<int>(n);
+    } else if (a == "--snapshot-log-mb") {
+      ok = positive(&n);
+      options.snapshot_log_bytes = n << 20;
+    } else if (a == "--snapshot-interval-s") {
+      ok = positive(&n);
+      options.snapshot_interval = absl::Seconds(n);
+    } else if (a == "--no-sync") {
+      options.sync = false;
+    } else if (a == "--help" || a == "-h") {
+      absl::FPrintF(stdout, "%s", kUsage);
+      return 0;
+    } else {
+      return Usage("standalone: unknown flag " + a);
+    }
+    if (!ok) return Usage("standalone: " + a + " needs a value (a positive integer for numbers)");
+  }
+  if (options.data_dir.empty()) return Usage("standalone: --data-dir is required");
+  if (options.listen.empty()) return Usage("standalone: --listen is required");
+  if (!options.sync) {
+    absl::FPrintF(stderr,
+                  "ledgerkv standalone: --no-sync: bookies acknowledge before fdatasync; a "
+                  "machine failure can lose acknowledged writes\n");
+  }
+
+  sigset_t signals = BlockShutdownSignals();
+  auto server = ledgerkv::kv::Standalone::Start(options);
+  if (!server.ok()) {
+    absl::FPrintF(stderr, "ledgerkv standalone: %s\n", server.status().ToString());
+    return 1;
+  }
+  absl::FPrintF(stdout, "ledgerkv standalone serving on %s\n", (*server)->address());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  absl::FPrintF(stderr, "ledgerkv standalone: %s, shutting down\n", strsignal(sig));
+  (*server)->Shutdown();
+  absl::FPrintF(stderr, "ledgerkv standalone: stopped\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -105,12 +181,12 @@ int main(int argc, char** argv) {
   const std::string_view command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "bookie") return RunBookie(args);
+  if (command == "standalone") return RunStandalone(args);
   if (command == "--help" || command == "-h" || command == "help") {
     absl::FPrintF(stdout, "%s", kUsage);
     return 0;
   }
-  if (command == "standalone" || command == "server" || command == "ledger" ||
-      command == "cluster") {
+  if (command == "server" || command == "ledger" || command == "cluster") {
     absl::FPrintF(stderr, "ledgerkv %s: not yet implemented\n", command);
     return kExitUsage;
   }

@@ -139,7 +139,9 @@ class Range {
   virtual absl::StatusOr<ScanResult> Scan(const ScanSpec& spec) = 0;
 
   // Stops taking writes, waits for pending ones, takes no snapshot, closes
-  // the log (seals its ledger) and the local DB. Idempotent.
+  // the log (seals its ledger) and the local DB. Idempotent. Returns the
+  // range's UNAVAILABLE error if it had failed (fenced).
+  // REQUIRES: not called from a write's `done` callback.
   virtual absl::Status Close() = 0;
 
   // Takes a snapshot now and truncates the log below the oldest retained

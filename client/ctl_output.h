@@ -1,0 +1,29 @@
+// ledgerkvctl output: text (simple, one item per line, greppable) or JSON
+// (one document per command, full KeyValues with revisions). Formats are
+// listed in client/README.md. Keys and values are printed raw in text; in
+// JSON they are strings when valid UTF-8, else "<field>_base64" members.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "client/ctl_args.h"
+#include "proto/kv.pb.h"
+
+namespace ledgerkv::client {
+
+std::string KeyValueJson(const v1::KeyValue& kv);
+
+std::string FormatPut(const v1::PutResponse& r, OutputFormat f);
+// Only for found keys in text mode (a missing key prints nothing).
+std::string FormatGet(const v1::GetResponse& r, OutputFormat f);
+std::string FormatDelete(const v1::DeleteResponse& r, OutputFormat f);
+std::string FormatScan(const std::vector<v1::KeyValue>& kvs, bool keys_only, OutputFormat f);
+std::string FormatIncrement(const v1::IncrementResponse& r, OutputFormat f);
+std::string FormatTxn(const v1::TxnResponse& r, OutputFormat f);
+std::string FormatRanges(const std::string& table,
+                         const google::protobuf::RepeatedPtrField<v1::RangeInfo>& ranges,
+                         OutputFormat f);
+std::string FormatTableList(const v1::ListTablesResponse& r, OutputFormat f);
+
+}  // namespace ledgerkv::client

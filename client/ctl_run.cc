@@ -1,0 +1,147 @@
+#include "client/ctl_run.h"
+
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "client/ctl_args.h"
+#include "client/ctl_output.h"
+#include "client/kv_client.h"
+#include "client/txn_json.h"
+
+namespace ledgerkv::client {
+namespace {
+
+int ServerError(const absl::Status& s, std::ostream& err) {
+  err << "ledgerkvctl: " << absl::StatusCodeToString(s.code()) << ": " << s.message() << "\n";
+  return kExitServerError;
+}
+
+int UsageError(const absl::Status& s, std::ostream& err) {
+  err << "ledgerkvctl: " << s.message() << "\n";
+  return kExitUsage;
+}
+
+// Prints `r`'s formatted value, or the error.
+template <typename T, typename Format>
+int Print(const absl::StatusOr<T>& r, Format format, std::ostream& out, std::ostream& err) {
+  if (!r.ok()) return ServerError(r.status(), err);
+  out << format(*r);
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunCtl(const std::vector<std::string>& args, std::istream& in, std::ostream& out,
+           std::ostream& err) {
+  auto parsed = ParseCtlArgs(args);
+  if (!parsed.ok()) return UsageError(parsed.status(), err);
+  const CtlCommand& cmd = *parsed;
+  if (cmd.kind == CtlCommand::Kind::kHelp) {
+    out << CtlUsage();
+    return kExitOk;
+  }
+
+  // Input is read and checked before connecting: a malformed transaction
+  // sends nothing.
+  v1::TxnRequest txn;
+  if (cmd.kind == CtlCommand::Kind::kTxn) {
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto t = ParseTxnJson(text, cmd.table);
+    if (!t.ok()) return UsageError(t.status(), err);
+    txn = std::move(*t);
+  }
+
+  ClientOptions options;
+  options.endpoint = cmd.endpoint;
+  options.default_deadline = cmd.timeout;
+  auto client_or = KvClient::Create(options);
+  if (!client_or.ok()) return UsageError(client_or.status(), err);
+  KvClient& client = **client_or;
+  const OutputFormat f = cmd.output;
+
+  switch (cmd.kind) {
+    case CtlCommand::Kind::kHelp:
+      return kExitOk;
+    case CtlCommand::Kind::kPut: {
+      v1::PutRequest req;
+      req.set_table(cmd.table);
+      req.set_key(cmd.key);
+      req.set_value(cmd.value);
+      return Print(client.Put(req), [&](const auto& r) { return FormatPut(r, f); }, out, err);
+    }
+    case CtlCommand::Kind::kGet: {
+      v1::GetRequest req;
+      req.set_table(cmd.table);
+      req.set_key(cmd.key);
+      auto r = client.Get(req);
+      if (!r.ok()) return ServerError(r.status(), err);
+      out << FormatGet(*r, f);
+      if (!r->found()) {
+        err << "ledgerkvctl: key \"" << absl::CHexEscape(cmd.key) << "\" not found in table \""
+            << cmd.table << "\"\n";
+        return kExitKeyNotFound;
+      }
+      return kExitOk;
+    }
+    case CtlCommand::Kind::kDelete: {
+      v1::DeleteRequest req;
+      req.set_table(cmd.table);
+      req.set_key(cmd.key);
+      req.set_end(cmd.end);
+      return Print(client.Delete(req), [&](const auto& r) { return FormatDelete(r, f); }, out,
+                   err);
+    }
+    case CtlCommand::Kind::kScan: {
+      v1::RangeRequest req;
+      req.set_table(cmd.table);
+      req.set_start(cmd.key);
+      req.set_end(cmd.end);
+      req.set_limit(cmd.limit);
+      req.set_keys_only(cmd.keys_only);
+      return Print(client.ScanAll(req),
+                   [&](const auto& kvs) { return FormatScan(kvs, cmd.keys_only, f); }, out, err);
+    }
+    case CtlCommand::Kind::kIncr: {
+      v1::IncrementRequest req;
+      req.set_table(cmd.table);
+      req.set_key(cmd.key);
+      req.set_delta(cmd.delta);
+      return Print(client.Increment(req), [&](const auto& r) { return FormatIncrement(r, f); },
+                   out, err);
+    }
+    case CtlCommand::Kind::kTxn:
+      return Print(client.Txn(txn), [&](const auto& r) { return FormatTxn(r, f); }, out, err);
+    case CtlCommand::Kind::kTableCreate: {
+      v1::CreateTableRequest req;
+      req.set_name(cmd.name);
+      for (const auto& k : cmd.split_keys) req.add_split_keys(k);
+      return Print(client.CreateTable(req),
+                   [&](const auto& r) { return FormatRanges(cmd.name, r.ranges(), f); }, out, err);
+    }
+    case CtlCommand::Kind::kTableDrop: {
+      v1::DropTableRequest req;
+      req.set_name(cmd.name);
+      return Print(client.DropTable(req),
+                   [&](const auto&) -> std::string {
+                     return f == OutputFormat::kText ? "OK\n" : "{}\n";
+                   },
+                   out, err);
+    }
+    case CtlCommand::Kind::kTableList:
+      return Print(client.ListTables(), [&](const auto& r) { return FormatTableList(r, f); }, out,
+                   err);
+    case CtlCommand::Kind::kTableDescribe: {
+      v1::DescribeTableRequest req;
+      req.set_name(cmd.name);
+      return Print(client.DescribeTable(req),
+                   [&](const auto& r) { return FormatRanges(r.name(), r.ranges(), f); }, out, err);
+    }
+  }
+  return kExitUsage;
+}
+
+}  // namespace ledgerkv::client

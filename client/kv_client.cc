@@ -1,0 +1,320 @@
+#include "client/kv_client.h"
+
+#include <algorithm>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/status.h"
+#include "proto/kv.grpc.pb.h"
+
+namespace ledgerkv::client {
+
+struct KvClient::Connection {
+  std::string address;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::KV::Stub> kv;
+  std::unique_ptr<v1::Admin::Stub> admin;
+};
+
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+// The value of trailing metadata `key`, or "".
+std::string Trailer(const grpc::ClientContext& ctx, absl::string_view key) {
+  const auto& md = ctx.GetServerTrailingMetadata();
+  auto it = md.find(grpc::string_ref(key.data(), key.size()));
+  if (it == md.end()) return "";
+  return std::string(it->second.data(), it->second.size());
+}
+
+// Full jitter: a uniform pause in [d/2, d] so that clients retrying after
+// one server restart do not arrive together.
+absl::Duration Jitter(absl::Duration d) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  int64_t us = std::max<int64_t>(1, absl::ToInt64Microseconds(d));
+  std::uniform_int_distribution<int64_t> dist(us / 2, us);
+  return absl::Microseconds(dist(rng));
+}
+
+absl::string_view TxnRouteKey(const v1::TxnRequest& r) {
+  if (r.compares_size() > 0) return r.compares(0).key();
+  for (const auto* ops : {&r.success(), &r.failure()}) {
+    for (const auto& op : *ops) {
+      switch (op.op_case()) {
+        case v1::TxnOp::kPut:
+          return op.put().key();
+        case v1::TxnOp::kGet:
+          return op.get().key();
+        case v1::TxnOp::kDelete:
+          return op.delete_().key();
+        case v1::TxnOp::kIncrement:
+          return op.increment().key();
+        case v1::TxnOp::OP_NOT_SET:
+          break;
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<KvClient>> KvClient::Create(ClientOptions options) {
+  if (options.endpoint.empty()) return absl::InvalidArgumentError("KvClient: empty endpoint");
+  if (options.max_attempts < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KvClient: max_attempts must be >= 1, got ", options.max_attempts));
+  }
+  if (options.default_deadline <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("KvClient: default_deadline must be positive");
+  }
+  return std::unique_ptr<KvClient>(new KvClient(std::move(options)));
+}
+
+KvClient::KvClient(ClientOptions options) : options_(std::move(options)) {}
+KvClient::~KvClient() = default;
+
+int64_t KvClient::retries() const {
+  absl::MutexLock l(&mu_);
+  return retries_;
+}
+
+KvClient::Connection& KvClient::ConnectionTo(const std::string& address) {
+  absl::MutexLock l(&mu_);
+  auto& conn = connections_[address];
+  if (conn == nullptr) {
+    grpc::ChannelArguments args;
+    // Come back quickly after a server restart instead of gRPC's default
+    // reconnect backoff that grows to two minutes. (The "min" value is also
+    // the connect timeout: keep it well above a loaded machine's accept
+    // latency.)
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    // Requests may be up to the server's 4 MiB limit plus framing, and
+    // scans return up to that much.
+    args.SetMaxReceiveMessageSize(16 << 20);
+    args.SetMaxSendMessageSize(16 << 20);
+    // Subchannels of this client only: gRPC otherwise shares them process-
+    // wide, and a new client would inherit another's connection to a server
+    // that died unnoticed (its first request then fails "Socket closed").
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    conn = std::make_unique<Connection>();
+    conn->address = address;
+    conn->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    conn->kv = v1::KV::NewStub(conn->channel);
+    conn->admin = v1::Admin::NewStub(conn->channel);
+  }
+  return *conn;
+}
+
+void KvClient::Pause(Connection& conn, absl::Duration pause) {
+  // A fail-fast call that finds the channel down ends at once, and with it
+  // the only poller of the reconnect attempt it started: the attempt then
+  // waits for gRPC's 5 s backup poller. Watching the channel's state polls
+  // the attempt, so the retry goes out as soon as the server is back.
+  if (conn.channel->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) {
+    absl::SleepFor(pause);  // the server answered: back off for real
+    return;
+  }
+  const absl::Time until = absl::Now() + pause;
+  conn.channel->WaitForConnected(absl::ToChronoTime(until));
+}
+
+absl::Status KvClient::Invoke(const Route& route, Kind kind, const CallOptions& opts,
+                              Attempt attempt) {
+  const absl::Duration budget =
+      opts.deadline > absl::ZeroDuration() ? opts.deadline : options_.default_deadline;
+  const absl::Time deadline = absl::Now() + budget;
+  absl::Duration backoff = options_.backoff.initial;
+  std::string redirect;  // owner named by the last answer, for calls without a route
+  absl::Status status;
+  for (int n = 1;; ++n) {
+    std::string address = options_.endpoint;
+    if (!route.table.empty()) {
+      if (auto owner = range_map_.OwnerOf(route.table, route.key)) address = *owner;
+    } else if (!redirect.empty()) {
+      address = redirect;
+    }
+    Connection& conn = ConnectionTo(address);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(deadline));
+    ctx.set_wait_for_ready(options_.wait_for_ready);
+    status = FromGrpc(attempt(conn, &ctx));
+    if (status.ok() || !absl::IsUnavailable(status)) return status;
+
+    const std::string owner = Trailer(ctx, kOwnerMetadata);
+    const bool retry_safe = Trailer(ctx, kRetrySafeMetadata) == "1";
+    bool moved = false;
+    if (!owner.empty() && owner != address) {
+      moved = true;
+      if (route.table.empty()) {
+        redirect = owner;
+      } else {
+        range_map_.LearnOwner(std::string(route.table), route.key, owner);
+      }
+    } else if (owner.empty() && address != options_.endpoint) {
+      // A cached owner that is gone: fall back to the seed.
+      if (route.table.empty()) {
+        redirect.clear();
+      } else {
+        range_map_.ForgetOwner(route.table, route.key);
+      }
+    }
+    if (kind == Kind::kWrite && !retry_safe) return status;
+    if (n >= options_.max_attempts) return status;
+    const absl::Duration left = deadline - absl::Now();
+    if (!moved) {
+      absl::Duration pause = Jitter(backoff);
+      if (pause >= left) return status;
+      Pause(conn, pause);
+      backoff = std::min(options_.backoff.max, backoff * options_.backoff.multiplier);
+    } else if (left <= absl::ZeroDuration()) {
+      return status;
+    }
+    absl::MutexLock l(&mu_);
+    ++retries_;
+  }
+}
+
+absl::StatusOr<v1::PutResponse> KvClient::Put(const v1::PutRequest& request,
+                                              const CallOptions& opts) {
+  v1::PutResponse response;
+  absl::Status s = Invoke({request.table(), request.key()}, Kind::kWrite, opts,
+                          [&](Connection& c, grpc::ClientContext* ctx) {
+                            return c.kv->Put(ctx, request, &response);
+                          });
+  if (!s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::GetResponse> KvClient::Get(const v1::GetRequest& request,
+                                              const CallOptions& opts) {
+  v1::GetResponse response;
+  absl::Status s = Invoke({request.table(), request.key()}, Kind::kRead, opts,
+                          [&](Connection& c, grpc::ClientContext* ctx) {
+                            return c.kv->Get(ctx, request, &response);
+                          });
+  if (!s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::RangeResponse> KvClient::Range(const v1::RangeRequest& request,
+                                                  const CallOptions& opts) {
+  v1::RangeResponse response;
+  absl::Status s = Invoke({request.table(), request.start()}, Kind::kRead, opts,
+                          [&](Connection& c, grpc::ClientContext* ctx) {
+                            return c.kv->Range(ctx, request, &response);
+                          });
+  if (!s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::DeleteResponse> KvClient::Delete(const v1::DeleteRequest& request,
+                                                    const CallOptions& opts) {
+  v1::DeleteResponse response;
+  absl::Status s = Invoke({request.table(), request.key()}, Kind::kWrite, opts,
+                          [&](Connection& c, grpc::ClientContext* ctx) {
+                            return c.kv->Delete(ctx, request, &response);
+                          });
+  if (!s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::TxnResponse> KvClient::Txn(const v1::TxnRequest& request,
+                                              const CallOptions& opts) {
+  v1::TxnResponse response;
+  absl::Status s = Invoke({request.table(), TxnRouteKey(request)}, Kind::kWrite, opts,
+                          [&](Connection& c, grpc::ClientContext* ctx) {
+                            return c.kv->Txn(ctx, request, &response);
+                          });
+  if (!s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::IncrementResponse> KvClient::Increment(const v1::IncrementRequest& request,
+                                                          const CallOptions& opts) {
+  v1::IncrementResponse response;
+  absl::Status s = Invoke({request.table(), request.key()}, Kind::kWrite, opts,
+                          [&](Connection& c, grpc::ClientContext* ctx) {
+                            return c.kv->Increment(ctx, request, &response);
+                          });
+  if (!s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::CreateTableResponse> KvClient::CreateTable(
+    const v1::CreateTableRequest& request, const CallOptions& opts) {
+  v1::CreateTableResponse response;
+  absl::Status s = Invoke({}, Kind::kWrite, opts, [&](Connection& c, grpc::ClientContext* ctx) {
+    return c.admin->CreateTable(ctx, request, &response);
+  });
+  if (!s.ok()) return s;
+  range_map_.Update(request.name(), response.ranges());
+  return response;
+}
+
+absl::StatusOr<v1::DropTableResponse> KvClient::DropTable(const v1::DropTableRequest& request,
+                                                          const CallOptions& opts) {
+  v1::DropTableResponse response;
+  absl::Status s = Invoke({}, Kind::kWrite, opts, [&](Connection& c, grpc::ClientContext* ctx) {
+    return c.admin->DropTable(ctx, request, &response);
+  });
+  range_map_.ForgetTable(request.name());
+  if (!s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::ListTablesResponse> KvClient::ListTables(const v1::ListTablesRequest& request,
+                                                            const CallOptions& opts) {
+  v1::ListTablesResponse response;
+  absl::Status s = Invoke({}, Kind::kRead, opts, [&](Connection& c, grpc::ClientContext* ctx) {
+    return c.admin->ListTables(ctx, request, &response);
+  });
+  if (!s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::DescribeTableResponse> KvClient::DescribeTable(
+    const v1::DescribeTableRequest& request, const CallOptions& opts) {
+  v1::DescribeTableResponse response;
+  absl::Status s = Invoke({}, Kind::kRead, opts, [&](Connection& c, grpc::ClientContext* ctx) {
+    return c.admin->DescribeTable(ctx, request, &response);
+  });
+  if (absl::IsNotFound(s)) range_map_.ForgetTable(request.name());
+  if (!s.ok()) return s;
+  range_map_.Update(request.name(), response.ranges());
+  return response;
+}
+
+absl::StatusOr<std::vector<v1::KeyValue>> KvClient::ScanAll(v1::RangeRequest request,
+                                                            const CallOptions& opts) {
+  const int64_t limit = request.limit();
+  std::vector<v1::KeyValue> out;
+  while (true) {
+    if (limit > 0) request.set_limit(limit - static_cast<int64_t>(out.size()));
+    auto page = Range(request, opts);
+    if (!page.ok()) return page.status();
+    for (auto& kv : *page->mutable_kvs()) out.push_back(std::move(kv));
+    if (page->continuation().empty()) return out;
+    if (page->kvs_size() == 0 && page->continuation() == request.continuation()) {
+      return absl::InternalError("Range returned the same continuation without progress");
+    }
+    if (limit > 0 && static_cast<int64_t>(out.size()) >= limit) {
+      out.resize(static_cast<size_t>(limit));
+      return out;
+    }
+    request.set_continuation(page->continuation());
+  }
+}
+
+}  // namespace ledgerkv::client

@@ -1,0 +1,163 @@
+// KvClient: the C++ client of the ledgerkv KV and Admin services
+// (proto/kv.proto, docs/kv-api.md).
+//
+// - One gRPC channel per server address, created on first use and shared by
+//   every call of this client (channels are thread-safe and expensive).
+// - Every call has a deadline (CallOptions::deadline, else
+//   ClientOptions::default_deadline) that covers all of its attempts.
+// - Retries only where they cannot apply a write twice:
+//   reads (Get, Range, ListTables, DescribeTable) on any UNAVAILABLE;
+//   writes (Put, Delete, Txn, Increment, CreateTable, DropTable) only on an
+//   UNAVAILABLE carrying trailing metadata `ledgerkv-retry-safe: 1`, which
+//   the server sends only when the request certainly reached no log.
+//   Everything else (DEADLINE_EXCEEDED included) is returned as is: the
+//   outcome of a failed write is unknown to the caller.
+// - Routing: a request for a key goes to the owner of its range when the
+//   RangeMap knows one, else to the seed endpoint. `ledgerkv-owner: host:port`
+//   on an UNAVAILABLE switches the range (and the retry) to that owner.
+// - Errors: the gRPC status becomes an absl::Status with the same code and
+//   message.
+//
+// Thread-safe: one KvClient may be used from many threads at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/range_map.h"
+#include "proto/kv.pb.h"
+
+namespace grpc {
+class ClientContext;
+class Status;
+}  // namespace grpc
+
+namespace ledgerkv::client {
+
+// Trailing metadata keys of the retry convention (see the file comment).
+inline constexpr char kRetrySafeMetadata[] = "ledgerkv-retry-safe";
+inline constexpr char kOwnerMetadata[] = "ledgerkv-owner";
+
+struct BackoffOptions {
+  absl::Duration initial = absl::Milliseconds(50);
+  absl::Duration max = absl::Seconds(1);
+  double multiplier = 2.0;
+};
+
+struct ClientOptions {
+  // host:port of a server (the seed; in standalone mode the only one).
+  std::string endpoint;
+  // Budget of one call, all attempts and backoff included.
+  absl::Duration default_deadline = absl::Seconds(10);
+  // Attempts per call (>= 1), redirects to a new owner included.
+  int max_attempts = 5;
+  BackoffOptions backoff;
+  // When true, a call to a server that is down waits (within its deadline)
+  // for the connection instead of failing at once with UNAVAILABLE. Such a
+  // request has not been sent, so this is safe for writes too; it rides
+  // through a server restart.
+  bool wait_for_ready = false;
+};
+
+struct CallOptions {
+  // Zero: ClientOptions::default_deadline.
+  absl::Duration deadline = absl::ZeroDuration();
+};
+
+class KvClient {
+ public:
+  // INVALID_ARGUMENT for an empty endpoint, max_attempts < 1 or a
+  // non-positive deadline. Connects lazily: a server that is down is only
+  // noticed by the first call.
+  static absl::StatusOr<std::unique_ptr<KvClient>> Create(ClientOptions options);
+  ~KvClient();
+  KvClient(const KvClient&) = delete;
+  KvClient& operator=(const KvClient&) = delete;
+
+  // KV service. Each returns the server's response, or its error status
+  // (docs/kv-api.md lists the codes). Writes are retried only as described
+  // above; after an error their effect is unknown unless the code says the
+  // request was refused (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION,
+  // OUT_OF_RANGE, RESOURCE_EXHAUSTED).
+  absl::StatusOr<v1::PutResponse> Put(const v1::PutRequest& request, const CallOptions& opts = {});
+  absl::StatusOr<v1::GetResponse> Get(const v1::GetRequest& request, const CallOptions& opts = {});
+  absl::StatusOr<v1::RangeResponse> Range(const v1::RangeRequest& request,
+                                          const CallOptions& opts = {});
+  absl::StatusOr<v1::DeleteResponse> Delete(const v1::DeleteRequest& request,
+                                            const CallOptions& opts = {});
+  absl::StatusOr<v1::TxnResponse> Txn(const v1::TxnRequest& request, const CallOptions& opts = {});
+  absl::StatusOr<v1::IncrementResponse> Increment(const v1::IncrementRequest& request,
+                                                  const CallOptions& opts = {});
+
+  // Admin service. CreateTable and DescribeTable refresh the RangeMap with
+  // the ranges they return; DropTable forgets the table.
+  absl::StatusOr<v1::CreateTableResponse> CreateTable(const v1::CreateTableRequest& request,
+                                                      const CallOptions& opts = {});
+  absl::StatusOr<v1::DropTableResponse> DropTable(const v1::DropTableRequest& request,
+                                                  const CallOptions& opts = {});
+  absl::StatusOr<v1::ListTablesResponse> ListTables(const v1::ListTablesRequest& request = {},
+                                                    const CallOptions& opts = {});
+  absl::StatusOr<v1::DescribeTableResponse> DescribeTable(const v1::DescribeTableRequest& request,
+                                                          const CallOptions& opts = {});
+
+  // Range() repeatedly, passing each response's continuation back, until
+  // there is none or `request.limit` keys (0: no limit) were collected.
+  // `opts.deadline` applies to each page. Returns the keys in order, or the
+  // first error (keys already read are dropped).
+  absl::StatusOr<std::vector<v1::KeyValue>> ScanAll(v1::RangeRequest request,
+                                                    const CallOptions& opts = {});
+
+  const std::string& endpoint() const { return options_.endpoint; }
+  RangeMap& range_map() { return range_map_; }
+
+  // Number of attempts beyond the first made by this client so far (for
+  // tests and metrics).
+  int64_t retries() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Connection;  // a channel and its stubs (kv_client.cc)
+
+  // Where a request is routed: by (table, key) through the RangeMap, or to
+  // the seed when `table` is empty.
+  struct Route {
+    absl::string_view table;
+    absl::string_view key;
+  };
+  enum class Kind { kRead, kWrite };
+  using Attempt = absl::FunctionRef<grpc::Status(Connection&, grpc::ClientContext*)>;
+
+  explicit KvClient(ClientOptions options);
+
+  // The shared connection to `address`, created on first use.
+  Connection& ConnectionTo(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Waits `pause` before a retry on `conn`, returning early once a channel
+  // that was down is connected again.
+  void Pause(Connection& conn, absl::Duration pause);
+
+  // Runs `attempt` under the retry and routing rules above.
+  absl::Status Invoke(const Route& route, Kind kind, const CallOptions& opts, Attempt attempt);
+
+  // Constant after construction.
+  const ClientOptions options_;
+
+  RangeMap range_map_;
+
+  mutable absl::Mutex mu_;
+  // Connections are never removed, so references stay valid for the
+  // client's lifetime.
+  absl::flat_hash_map<std::string, std::unique_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
+  int64_t retries_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ledgerkv::client

@@ -1,0 +1,195 @@
+// The client/README.md tour, run with the real ledgerkvctl binary against a
+// real `ledgerkv standalone` process: what a user types, what they see, and
+// the exit codes scripts rely on.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/client_test_util.h"
+#include "client/ctl_run.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ledgerkv::client {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class LedgerkvctlTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto s = StandaloneServer::Start();
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = s->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
+  // ledgerkvctl --endpoint <server> --table <table> args...
+  CtlResult Ctl(const std::string& table, std::vector<std::string> args,
+                const std::string& stdin_text = "") {
+    std::vector<std::string> all = {"--endpoint", server_->address(), "--table", table};
+    all.insert(all.end(), args.begin(), args.end());
+    return RunCtlBinary(all, stdin_text);
+  }
+  void TearDown() override {
+    if (HasFailure()) std::cerr << "server log tail:\n" << server_->process().LogTail(2000) << "\n";
+  }
+
+  // Like Ctl, but the command must succeed.
+  std::string Ok(const std::string& table, std::vector<std::string> args,
+                 const std::string& stdin_text = "") {
+    CtlResult r = Ctl(table, args, stdin_text);
+    EXPECT_EQ(r.exit_code, kExitOk) << absl::StrJoin(args, " ") << "\nstderr: " << r.err;
+    return r.out;
+  }
+
+  static StandaloneServer* server_;
+};
+StandaloneServer* LedgerkvctlTest::server_ = nullptr;
+
+std::vector<std::string> Lines(const std::string& s) {
+  return absl::StrSplit(s, '\n', absl::SkipEmpty());
+}
+
+TEST_F(LedgerkvctlTest, TableCreateWithSplitsListDescribe) {
+  std::string created = Ok("", {"table", "create", "tour_tables", "--split", "g,p"});
+  EXPECT_EQ(Lines(created).size(), 4u) << created;  // "table ..." + 3 ranges
+  EXPECT_THAT(Ok("", {"table", "list"}), HasSubstr("tour_tables\n"));
+  std::string described = Ok("", {"table", "describe", "tour_tables"});
+  auto lines = Lines(described);
+  ASSERT_EQ(lines.size(), 4u) << described;
+  EXPECT_EQ(lines[0], "table tour_tables");
+  EXPECT_THAT(lines[1], HasSubstr("[\"\", \"g\")"));
+  EXPECT_THAT(lines[2], HasSubstr("[\"g\", \"p\")"));
+  EXPECT_THAT(lines[3], HasSubstr("[\"p\", \"\")"));
+  std::string json = Ok("", {"table", "describe", "tour_tables", "-o", "json"});
+  EXPECT_THAT(json, HasSubstr("\"name\":\"tour_tables\""));
+  EXPECT_THAT(json, HasSubstr("\"start\":\"g\",\"end\":\"p\""));
+
+  CtlResult dup = Ctl("", {"table", "create", "tour_tables"});
+  EXPECT_EQ(dup.exit_code, kExitServerError);
+  EXPECT_THAT(dup.err, HasSubstr("ALREADY_EXISTS"));
+}
+
+TEST_F(LedgerkvctlTest, PutGetIncrScanDelete) {
+  const std::string t = "tour_kv";
+  Ok("", {"table", "create", t, "--split", "m"});
+
+  EXPECT_EQ(Ok(t, {"put", "user/1", "alice"}), "OK\n");
+  Ok(t, {"put", "user/2", "bob"});
+  Ok(t, {"put", "user/3", "carol"});
+  Ok(t, {"put", "zeta", "last"});
+  // Revisions are per range: user/* and zeta share the range ["m", "").
+  EXPECT_EQ(Ok(t, {"get", "user/1"}), "alice\n");
+  Ok(t, {"put", "user/1", "alicia"});
+  std::string json = Ok(t, {"get", "user/1", "-o", "json"});
+  EXPECT_THAT(json, HasSubstr("\"found\":true"));
+  EXPECT_THAT(json, HasSubstr("\"key\":\"user/1\",\"value\":\"alicia\""));
+  EXPECT_THAT(json, HasSubstr("\"version\":2"));
+  EXPECT_THAT(json, HasSubstr("\"create_revision\":1,\"mod_revision\":5"));
+
+  CtlResult missing = Ctl(t, {"get", "user/9"});
+  EXPECT_EQ(missing.exit_code, kExitKeyNotFound);
+  EXPECT_EQ(missing.out, "");
+  EXPECT_THAT(missing.err, HasSubstr("not found"));
+
+  EXPECT_EQ(Ok(t, {"incr", "counter"}), "1\n");
+  EXPECT_EQ(Ok(t, {"incr", "counter", "5"}), "6\n");
+  EXPECT_EQ(Ok(t, {"incr", "counter", "-2"}), "4\n");
+  CtlResult not_number = Ctl(t, {"incr", "user/2"});
+  EXPECT_EQ(not_number.exit_code, kExitServerError);
+  EXPECT_THAT(not_number.err, HasSubstr("FAILED_PRECONDITION"));
+
+  EXPECT_EQ(Ok(t, {"scan", "--prefix", "user/"}), "user/1\talicia\nuser/2\tbob\nuser/3\tcarol\n");
+  EXPECT_EQ(Ok(t, {"scan", "--prefix", "user/", "--limit", "2"}), "user/1\talicia\nuser/2\tbob\n");
+  // The whole table, across the split at "m", in key order.
+  EXPECT_EQ(Ok(t, {"scan", "--keys-only"}), "counter\nuser/1\nuser/2\nuser/3\nzeta\n");
+  EXPECT_EQ(Ok(t, {"scan", "user/2", "zz", "--keys-only"}), "user/2\nuser/3\nzeta\n");
+  EXPECT_THAT(Ok(t, {"scan", "--prefix", "user/", "-o", "json"}), HasSubstr("\"count\":3"));
+
+  EXPECT_EQ(Ok(t, {"del", "user/", "--prefix"}), "deleted: 3\n");
+  EXPECT_EQ(Ok(t, {"scan", "--prefix", "user/"}), "");
+  EXPECT_EQ(Ok(t, {"del", "zeta"}), "deleted: 1\n");
+  EXPECT_EQ(Ok(t, {"del", "zeta"}), "deleted: 0\n");
+  EXPECT_EQ(Ok(t, {"scan", "--keys-only"}), "counter\n");
+}
+
+TEST_F(LedgerkvctlTest, TxnSuccessAndFailedComparesBothExitZero) {
+  const std::string t = "tour_txn";
+  Ok("", {"table", "create", t});
+  Ok(t, {"put", "stock", "10"});
+  const std::string txn_ok = R"({
+    "compare": [{"key": "stock", "target": "value", "result": "=", "value": "10"}],
+    "success": [{"put": {"key": "stock", "value": "9"}}, {"incr": {"key": "sold"}},
+                {"get": {"key": "stock"}}],
+    "failure": [{"get": {"key": "stock"}}]
+  })";
+  EXPECT_EQ(Ok(t, {"txn"}, txn_ok), "succeeded: true\nput: OK\nincr: 1\nget: 9\n");
+  // Same compare again: stock is now 9, so the failure branch runs.
+  EXPECT_EQ(Ok(t, {"txn"}, txn_ok), "succeeded: false\nget: 9\n");
+  std::string json = Ok(t, {"txn", "-o", "json"}, txn_ok);
+  EXPECT_THAT(json, HasSubstr("{\"succeeded\":false,"));
+  EXPECT_THAT(json, HasSubstr("\"value\":\"9\""));
+  EXPECT_EQ(Ok(t, {"get", "sold"}), "1\n");
+
+  const std::string version_txn = R"({
+    "compare": [{"key": "fresh", "target": "version", "result": "=", "number": 0}],
+    "success": [{"put": {"key": "fresh", "value": "created"}}]})";
+  EXPECT_EQ(Ok(t, {"txn"}, version_txn), "succeeded: true\nput: OK\n");
+  EXPECT_EQ(Ok(t, {"txn"}, version_txn), "succeeded: false\n");
+}
+
+TEST_F(LedgerkvctlTest, ErrorsExitNonZeroWithCodeAndMessage) {
+  const std::string t = "tour_errors";
+  Ok("", {"table", "create", t});
+
+  CtlResult unknown = Ctl("no_such_table", {"get", "k"});
+  EXPECT_EQ(unknown.exit_code, kExitServerError);
+  EXPECT_THAT(unknown.err, HasSubstr("NOT_FOUND"));
+  EXPECT_THAT(unknown.err, HasSubstr("no_such_table"));
+
+  CtlResult empty = Ctl(t, {"put", "", "v"});
+  EXPECT_EQ(empty.exit_code, kExitServerError);
+  EXPECT_THAT(empty.err, HasSubstr("INVALID_ARGUMENT"));
+  CtlResult empty_get = Ctl(t, {"get", ""});
+  EXPECT_EQ(empty_get.exit_code, kExitServerError);
+  EXPECT_THAT(empty_get.err, HasSubstr("INVALID_ARGUMENT"));
+
+  // Malformed JSON: refused locally, nothing sent (the put never happens).
+  CtlResult bad = Ctl(t, {"txn"}, R"({"success": [{"put": {"key": "sneaky", "value": "x"}}],})");
+  EXPECT_EQ(bad.exit_code, kExitUsage);
+  EXPECT_THAT(bad.err, HasSubstr("invalid JSON at line 1"));
+  EXPECT_THAT(bad.err, HasSubstr("trailing comma"));
+  EXPECT_EQ(bad.out, "");
+  CtlResult schema = Ctl(t, {"txn"}, R"({"success": [{"put": {"key": "sneaky"}}]})");
+  EXPECT_EQ(schema.exit_code, kExitUsage);
+  EXPECT_THAT(schema.err, HasSubstr("success[0].put: missing \"value\""));
+  EXPECT_EQ(Ctl(t, {"get", "sneaky"}).exit_code, kExitKeyNotFound);
+
+  CtlResult usage = Ctl(t, {"get"});
+  EXPECT_EQ(usage.exit_code, kExitUsage);
+  EXPECT_THAT(usage.err, HasSubstr("usage: ledgerkvctl get KEY"));
+
+  CtlResult drop_unknown = Ctl("", {"table", "describe", "no_such_table"});
+  EXPECT_EQ(drop_unknown.exit_code, kExitServerError);
+  EXPECT_THAT(drop_unknown.err, Not(HasSubstr("OK")));
+  EXPECT_THAT(drop_unknown.err, HasSubstr("no_such_table"));
+}
+
+TEST_F(LedgerkvctlTest, TableDropRemovesTable) {
+  Ok("", {"table", "create", "tour_drop"});
+  Ok("tour_drop", {"put", "k", "v"});
+  EXPECT_EQ(Ok("", {"table", "drop", "tour_drop"}), "OK\n");
+  EXPECT_THAT(Ok("", {"table", "list"}), Not(HasSubstr("tour_drop\n")));
+  CtlResult gone = Ctl("tour_drop", {"get", "k"});
+  EXPECT_EQ(gone.exit_code, kExitServerError);
+  EXPECT_THAT(gone.err, HasSubstr("NOT_FOUND"));
+}
+
+}  // namespace
+}  // namespace ledgerkv::client

@@ -1,0 +1,115 @@
+// TableCatalog: the tables of a cluster and their ranges, stored in the
+// metadata store (tables/<name> -> TableMetadata, ranges/<id> ->
+// RangeMetadata; docs/range-server.md, "Metadata"), with an in-memory cache.
+//
+// Standalone mode: this process is the only writer of the table records, so
+// the cache is exact once Load() ran. Cluster mode will refresh it from
+// watches (the interface stays).
+//
+// Threading: every method is thread-safe. Get/List read the cache only and
+// never block on I/O (gRPC reactions may call them). Load, CreateTable,
+// DropTable and Sweep do metadata I/O: never call them from a reaction.
+// Mutations are serialised among themselves.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "kv_server/range/limits.h"
+#include "metadata/metadata_store.h"
+#include "proto/metadata.pb.h"
+
+namespace ledgerkv::kv {
+
+// At most this many ranges (split keys + 1) per table.
+inline constexpr int kMaxRangesPerTable = 1000;
+
+// INVALID_ARGUMENT unless `name` is 1..128 characters of [A-Za-z0-9_.-].
+absl::Status CheckTableName(std::string_view name);
+
+// INVALID_ARGUMENT unless the split keys are non-empty, within
+// limits.max_key_bytes, strictly increasing, and at most
+// kMaxRangesPerTable - 1 of them. Messages name the offending index.
+absl::Status CheckSplitKeys(const std::vector<std::string>& split_keys, const Limits& limits);
+
+// The range of `table` that holds `key` (ranges tile the key space, so
+// there always is one). REQUIRES: table.ranges() is non-empty and sorted.
+const meta::v1::RangeSpec& RangeForKey(const meta::v1::TableMetadata& table, std::string_view key);
+
+// "3 [a, m)" / "4 [m, )" with non-printable bytes escaped, for messages.
+std::string DescribeRange(const meta::v1::RangeSpec& range);
+
+class TableCatalog {
+ public:
+  // Called by DropTable for each range of the dropped table, after the
+  // table record is gone: must stop serving the range and delete its log,
+  // snapshots and local files. The range record is deleted only after it
+  // returns OK.
+  using RangeCleanup = std::function<absl::Status(const meta::v1::RangeMetadata& range)>;
+
+  // `store` must outlive the catalog.
+  TableCatalog(metadata::MetadataStore* store, std::string cluster, Limits limits);
+
+  TableCatalog(const TableCatalog&) = delete;
+  TableCatalog& operator=(const TableCatalog&) = delete;
+
+  // (Re)loads every table record into the cache.
+  // DATA_LOSS if a record does not parse; the store's error otherwise.
+  absl::Status Load();
+
+  // Creates table `name` with ranges split at `split_keys`: allocates a
+  // table id and one range id per range, writes the range records, then
+  // the table record by CAS (must not exist). Returns the new table.
+  // INVALID_ARGUMENT (name, split keys); ALREADY_EXISTS "table T already
+  // exists" (the range records already written stay as unreferenced
+  // garbage for Sweep); the store's error otherwise.
+  absl::StatusOr<meta::v1::TableMetadata> CreateTable(const std::string& name,
+                                                      const std::vector<std::string>& split_keys);
+
+  // Drops table `name`: deletes its table record first (clients stop
+  // finding it at once), then for each range calls `cleanup` and deletes
+  // the range record. Returns the dropped table.
+  // NOT_FOUND "table T not found"; the store's error when the table record
+  // could not be deleted (nothing changed). A failed cleanup does not fail
+  // the drop (the table is gone): it is logged to stderr, the range record
+  // stays, and Sweep retries it.
+  absl::StatusOr<meta::v1::TableMetadata> DropTable(const std::string& name,
+                                                    const RangeCleanup& cleanup);
+
+  // Cleans up every range record that no table references (left by a crash
+  // during CreateTable or DropTable, or a failed cleanup). Only safe while
+  // no CreateTable runs in another process (standalone: at start). Returns
+  // the number of ranges cleaned; the first error otherwise (others are
+  // still attempted).
+  absl::StatusOr<int> Sweep(const RangeCleanup& cleanup);
+
+  // The cached table (immutable; shared, so that routing a request copies
+  // nothing). NOT_FOUND "table T not found".
+  absl::StatusOr<std::shared_ptr<const meta::v1::TableMetadata>> Get(std::string_view name) const;
+
+  // Every cached table, in name order.
+  std::vector<std::shared_ptr<const meta::v1::TableMetadata>> List() const;
+
+ private:
+  metadata::MetadataStore* const store_;
+  const metadata::Keys keys_;
+  const Limits limits_;
+
+  // Serialises CreateTable / DropTable / Sweep (held across store I/O;
+  // never taken by readers). Lock order: op_mu_, then mu_.
+  absl::Mutex op_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<const meta::v1::TableMetadata>, std::less<>> tables_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ledgerkv::kv

@@ -1,0 +1,134 @@
+// LocalStore: the local RocksDB of one range (docs/range-server.md, "Local
+// state of a range"). Two column families: `default` holds user key ->
+// stored value (stored_value.h), `meta` holds applied_seqno, revision,
+// key_count and bytes (fixed64 each), always written in the same WriteBatch
+// as the data they describe, so the DB is a consistent prefix of the log.
+// RocksDB's own WAL is disabled on every write: the ledger log is the WAL.
+//
+// Threading: thread-safe. Apply is called by one thread at a time (the
+// range's apply path or recovery). Reads run concurrently with it. Close
+// waits for running calls; later calls fail with UNAVAILABLE.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "kv_server/range/range.h"
+#include "kv_server/range/stored_value.h"
+#include "proto/range.pb.h"
+
+namespace rocksdb {
+class DB;
+class ColumnFamilyHandle;
+class Snapshot;
+struct ReadOptions;
+}  // namespace rocksdb
+
+namespace ledgerkv::kv {
+
+// What the meta column family says about the data beside it.
+struct LocalMeta {
+  uint64_t applied_seqno = 0;
+  int64_t revision = 0;
+  int64_t key_count = 0;
+  int64_t bytes = 0;  // sum of key + value sizes of live keys
+};
+
+// A log record to apply: its seqno and the decoded effect.
+struct SequencedEffect {
+  uint64_t seqno = 0;
+  const range::v1::Effect* effect = nullptr;
+};
+
+class LocalStore {
+ public:
+  // Opens the DB in `dir`, creating it (and the directory) if missing.
+  // Errors: local I/O or RocksDB errors as INTERNAL/DATA_LOSS naming `dir`;
+  // DATA_LOSS if the meta column family is unreadable.
+  static absl::StatusOr<std::unique_ptr<LocalStore>> Open(const std::string& dir);
+  // Removes `dir` and its restore scratch directory. REQUIRES: not open.
+  static absl::Status Destroy(const std::string& dir);
+
+  ~LocalStore();
+  LocalStore(const LocalStore&) = delete;
+  LocalStore& operator=(const LocalStore&) = delete;
+
+  // True when Open found an existing DB (false: created empty).
+  bool existed() const { return existed_; }
+  // The meta as last written (by Open's read, Apply or ResetMeta).
+  LocalMeta meta() const;
+
+  // Latest state of `key` (nullopt: absent).
+  absl::StatusOr<std::optional<StoredValue>> Get(std::string_view key);
+  // `key` and the revision, read at one consistent point.
+  absl::StatusOr<std::pair<std::optional<StoredValue>, int64_t>> GetWithRevision(
+      std::string_view key);
+
+  // Calls `visit` for the keys of [start, end) (end empty: unbounded) in
+  // order at the latest state, until it returns false.
+  absl::Status Visit(std::string_view start, std::string_view end,
+                     const std::function<bool(std::string_view key, StoredValue value)>& visit);
+
+  // A read of [spec.start, spec.end) at one consistent point: at most
+  // min(spec.limit, max_keys) keys, count of every key in the bounds.
+  absl::StatusOr<ScanResult> Scan(const ScanSpec& spec, int64_t max_keys);
+
+  // Applies `effects` (in seqno order, each above meta().applied_seqno) in
+  // one WriteBatch together with the new meta. Keeps key_count and bytes
+  // exact by reading each key's previous state. On error nothing is
+  // written.
+  absl::Status Apply(const std::vector<SequencedEffect>& effects);
+
+  // Rewrites the meta after the data column family was loaded by a
+  // snapshot restore: counts keys and bytes, stores them with
+  // `applied_seqno` and `revision`.
+  absl::Status ResetMeta(uint64_t applied_seqno, int64_t revision);
+
+  // Reads the meta at `at` (a pinned rocksdb snapshot), for snapshots.
+  absl::StatusOr<LocalMeta> ReadMeta(const rocksdb::ReadOptions& at);
+
+  // Flushes the memtables and closes the DB. Idempotent.
+  absl::Status Close();
+
+  // For the snapshotter and restore. Valid until Close.
+  rocksdb::DB* db() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return db_; }
+  rocksdb::ColumnFamilyHandle* data_cf() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return data_cf_;
+  }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  LocalStore(std::string dir, bool existed) : dir_(std::move(dir)), existed_(existed) {}
+
+  absl::Status CheckOpenLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status ScanLocked(const ScanSpec& spec, int64_t max_keys, const rocksdb::Snapshot* snap,
+                          ScanResult* result) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<LocalMeta> ReadMetaLocked(const rocksdb::ReadOptions& at)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const std::string dir_;
+  const bool existed_;
+
+  // Shared by every DB call, exclusive for Close.
+  mutable absl::Mutex mu_;
+  rocksdb::DB* db_ ABSL_GUARDED_BY(mu_) = nullptr;
+  rocksdb::ColumnFamilyHandle* data_cf_ ABSL_GUARDED_BY(mu_) = nullptr;
+  rocksdb::ColumnFamilyHandle* meta_cf_ ABSL_GUARDED_BY(mu_) = nullptr;
+
+  mutable absl::Mutex meta_mu_;
+  LocalMeta meta_ ABSL_GUARDED_BY(meta_mu_);
+};
+
+}  // namespace ledgerkv::kv

@@ -1,0 +1,171 @@
+// Range::Open: recovery of a range (docs/range-server.md, "Recovery").
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "kv_server/range/local_store.h"
+#include "kv_server/range/range.h"
+#include "kv_server/range/range_impl.h"
+#include "snapshot/snapshot_store.h"
+#include "wal/log_reader.h"
+#include "wal/log_writer.h"
+
+namespace ledgerkv::kv {
+namespace {
+
+// Replay applies this many records (or bytes) per WriteBatch.
+constexpr size_t kReplayBatchRecords = 1024;
+constexpr size_t kReplayBatchBytes = size_t{4} << 20;
+
+std::string LogName(uint64_t range_id) { return absl::StrCat("range-", range_id); }
+
+absl::Status CheckOptions(const RangeOptions& options, const RangeDescriptor& descriptor) {
+  if (descriptor.range_id == 0) return absl::InvalidArgumentError("range id 0");
+  if (!descriptor.end.empty() && descriptor.end <= descriptor.start) {
+    return absl::InvalidArgumentError(absl::StrCat("range ", descriptor.range_id,
+                                                   " has end <= start"));
+  }
+  if (options.data_dir.empty()) return absl::InvalidArgumentError("range data_dir is empty");
+  if (options.log.client == nullptr || options.log.metadata == nullptr) {
+    return absl::InvalidArgumentError("range log options need a ledger client and a store");
+  }
+  const Limits& l = options.limits;
+  if (l.max_key_bytes < 1 || l.max_value_bytes < 0 || l.max_txn_ops < 1 ||
+      l.max_request_bytes < 1 || l.max_keys_per_request < 1) {
+    return absl::InvalidArgumentError("range limits must be positive");
+  }
+  if (options.snapshot_log_bytes < 1) {
+    return absl::InvalidArgumentError("snapshot_log_bytes must be positive");
+  }
+  return absl::OkStatus();
+}
+
+// Replays log records (A, last] into `local`, in batches. Returns the
+// number of records applied.
+absl::StatusOr<int64_t> Replay(const RangeOptions& options, const RangeDescriptor& descriptor,
+                               LocalStore& local, uint64_t last) {
+  const uint64_t from = local.meta().applied_seqno + 1;
+  if (from > last) return 0;
+  ASSIGN_OR_RETURN(std::unique_ptr<wal::LogReader> reader,
+                   wal::LogReader::Open(options.log, LogName(descriptor.range_id), from));
+  std::vector<range::v1::Effect> effects;
+  std::vector<uint64_t> seqnos;
+  size_t bytes = 0;
+  int64_t replayed = 0;
+  int64_t revision = local.meta().revision;
+  auto flush = [&]() -> absl::Status {
+    std::vector<SequencedEffect> batch;
+    batch.reserve(effects.size());
+    for (size_t i = 0; i < effects.size(); ++i) batch.push_back({seqnos[i], &effects[i]});
+    RETURN_IF_ERROR(local.Apply(batch));
+    replayed += static_cast<int64_t>(effects.size());
+    effects.clear();
+    seqnos.clear();
+    bytes = 0;
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(reader->ReadThrough(last, [&](const wal::LogRecord& record) -> absl::Status {
+    range::v1::Effect& effect = effects.emplace_back();
+    if (!effect.ParseFromString(record.data)) {
+      return absl::DataLossError(absl::StrCat("range ", descriptor.range_id, ": log record ",
+                                              record.seqno, " is not an effect"));
+    }
+    // Revisions rise by one per committed write, whoever wrote it.
+    if (effect.revision() <= revision) {
+      return absl::DataLossError(absl::StrCat("range ", descriptor.range_id, ": log record ",
+                                              record.seqno, " has revision ", effect.revision(),
+                                              " after ", revision));
+    }
+    revision = effect.revision();
+    seqnos.push_back(record.seqno);
+    bytes += record.data.size();
+    if (effects.size() >= kReplayBatchRecords || bytes >= kReplayBatchBytes) return flush();
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(flush());
+  return replayed;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Range>> Range::Open(const RangeOptions& options,
+                                                   const RangeDescriptor& descriptor) {
+  RETURN_IF_ERROR(CheckOptions(options, descriptor));
+  const uint64_t id = descriptor.range_id;
+  ASSIGN_OR_RETURN(std::unique_ptr<snapshot::SnapshotStore> snapshots,
+                   snapshot::SnapshotStore::Create(options.snapshot));
+
+  // The local DB first: RocksDB's lock refuses a second open of the same
+  // directory (say, a reopen while the old Range object still lives)
+  // before it could fence the log of a range this process still serves.
+  ASSIGN_OR_RETURN(std::unique_ptr<LocalStore> local, LocalStore::Open(options.data_dir));
+
+  // 1. Fence any previous owner. The log ends at E.
+  ASSIGN_OR_RETURN(std::unique_ptr<wal::LogWriter> writer,
+                   wal::LogWriter::Open(options.log, LogName(id)));
+  const uint64_t log_end = writer->first_seqno() - 1;
+  const meta::v1::LogMetadata log = writer->metadata();
+  const uint64_t log_first = log.segments_size() > 0 ? log.segments(0).first_seqno() : 1;
+
+  // 2. Keep the local state if the log still covers it.
+  RecoveryInfo recovery;
+  uint64_t applied = local->meta().applied_seqno;
+  if (local->existed() && applied > log_end) {
+    return absl::DataLossError(absl::StrCat(
+        "range ", id, ": local state in ", options.data_dir, " is at seqno ", applied,
+        ", ahead of the log, which ends at ", log_end,
+        "; refusing to serve state the log does not hold"));
+  }
+  if (local->existed() && log_first <= applied + 1) {
+    recovery.recovered_from = applied > 0 ? "local" : "empty";
+  } else {
+    // 3. Start over from the newest valid snapshot.
+    RETURN_IF_ERROR(local->Close());
+    local.reset();
+    RETURN_IF_ERROR(LocalStore::Destroy(options.data_dir));
+    ASSIGN_OR_RETURN(local, LocalStore::Open(options.data_dir));
+    snapshot::RestoreTarget target;
+    target.db = local->db();
+    target.column_family = local->data_cf();
+    auto restored = snapshots->RestoreNewestValid(id, target);
+    recovery.restore_failures = snapshots->stats().restore_failures;
+    if (restored.ok()) {
+      RETURN_IF_ERROR(
+          local->ResetMeta(restored->seqno, static_cast<int64_t>(restored->revision)));
+      recovery.recovered_from = absl::StrCat("snapshot ", restored->ledger_id);
+      recovery.snapshot_seqno = restored->seqno;
+    } else if (absl::IsNotFound(restored.status())) {
+      recovery.recovered_from = "empty";
+    } else {
+      return restored.status();
+    }
+    applied = local->meta().applied_seqno;
+    if (applied > log_end) {
+      return absl::DataLossError(absl::StrCat("range ", id, ": snapshot at seqno ", applied,
+                                              " is ahead of the log, which ends at ", log_end));
+    }
+    if (log_first > applied + 1) {
+      return absl::DataLossError(absl::StrCat(
+          "range ", id, ": state is at seqno ", applied, " but the log starts at seqno ",
+          log_first, "; no snapshot covers seqnos ", applied + 1, "..", log_first - 1));
+    }
+  }
+  if (recovery.snapshot_seqno == 0) {
+    // The newest published snapshot, for stats (the local state may be
+    // newer than it).
+    auto listed = snapshots->ListSnapshots(id);
+    if (listed.ok() && !listed->empty()) recovery.snapshot_seqno = listed->back().seqno;
+  }
+
+  // 4. Replay (A, E].
+  ASSIGN_OR_RETURN(recovery.replayed_records, Replay(options, descriptor, *local, log_end));
+
+  // 5. Serve.
+  return std::unique_ptr<Range>(new RangeImpl(options, descriptor, std::move(writer),
+                                              std::move(local), std::move(snapshots),
+                                              std::move(recovery)));
+}
+
+}  // namespace ledgerkv::kv

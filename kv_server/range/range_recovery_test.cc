@@ -1,0 +1,417 @@
+// Recovery, snapshots, truncation and fencing of a Range over real bookies
+// (docs/range-server.md, "Recovery", "Snapshots and truncation").
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "kv_server/range/range_test_util.h"
+#include "snapshot/snapshot_test_util.h"
+
+namespace ledgerkv::kv::testing {
+namespace {
+
+using ::absl::StatusCode;
+
+// Issues `count` increments of `key` without waiting and collects every
+// answer (values of the acknowledged ones, statuses of the others).
+struct Increments {
+  absl::Mutex mu;
+  std::vector<int64_t> values ABSL_GUARDED_BY(mu);
+  std::vector<absl::Status> errors ABSL_GUARDED_BY(mu);
+  int answered ABSL_GUARDED_BY(mu) = 0;
+
+  void Issue(Range& range, const std::string& key, int count) {
+    for (int i = 0; i < count; ++i) {
+      range.Increment(IncReq(key, 1), [this](absl::StatusOr<v1::IncrementResponse> r) {
+        absl::MutexLock l(&mu);
+        ++answered;
+        if (r.ok()) {
+          values.push_back(r->value());
+        } else {
+          errors.push_back(r.status());
+        }
+      });
+    }
+  }
+  void WaitFor(int count) {
+    absl::MutexLock l(&mu);
+    auto done = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu) { return answered >= count; };
+    mu.Await(absl::Condition(&done));
+  }
+  int64_t MaxValue() {
+    absl::MutexLock l(&mu);
+    return values.empty() ? 0 : *std::max_element(values.begin(), values.end());
+  }
+};
+
+// Overwrites `keys` keys `rounds` times with ~`size`-byte values, many
+// writes in flight at once. Returns the value last written to each key.
+std::vector<std::string> Overwrite(Range& range, int keys, int rounds, size_t size) {
+  std::vector<std::string> last(keys);
+  for (int round = 0; round < rounds; ++round) {
+    absl::Mutex mu;
+    int answered = 0;
+    for (int k = 0; k < keys; ++k) {
+      std::string value = absl::StrCat("r", round, "-k", k, "-");
+      value.resize(size, 'a' + (round + k) % 26);
+      last[k] = value;
+      range.Put(PutReq(absl::StrCat("key", k), value), [&](absl::StatusOr<v1::PutResponse> r) {
+        EXPECT_TRUE(r.ok()) << r.status();
+        absl::MutexLock l(&mu);
+        ++answered;
+      });
+    }
+    absl::MutexLock l(&mu);
+    auto done = [&]() { return answered == keys; };
+    mu.Await(absl::Condition(&done));
+  }
+  return last;
+}
+
+void ExpectValues(Range& range, const std::vector<std::string>& last) {
+  for (size_t k = 0; k < last.size(); ++k) {
+    EXPECT_EQ(GetValue(range, absl::StrCat("key", k)), last[k]) << "key" << k;
+  }
+}
+
+TEST_F(RangeTest, CloseAndReopenKeepsEverythingFromLocalState) {
+  RangeOptions options = Options();
+  LKV_ASSIGN_OR_FAIL(auto range, Open(options));
+  const auto last = Overwrite(*range, 10, 5, 50);
+  LKV_ASSERT_OK(Delete(*range, DelReq("key3")));
+  const RangeStats before = range->stats();
+  LKV_ASSERT_OK(range->Close());
+  range.reset();
+
+  LKV_ASSIGN_OR_FAIL(range, Open(options));
+  const RangeStats after = range->stats();
+  EXPECT_EQ(after.recovered_from, "local");
+  EXPECT_EQ(after.replayed_records, 0);
+  EXPECT_EQ(after.revision, before.revision);
+  EXPECT_EQ(after.key_count, 9);
+  EXPECT_EQ(after.bytes, before.bytes);
+  EXPECT_GT(after.epoch, before.epoch);
+  for (int k = 0; k < 10; ++k) {
+    if (k == 3) continue;
+    EXPECT_EQ(GetValue(*range, absl::StrCat("key", k)), last[k]);
+  }
+  EXPECT_EQ(GetValue(*range, "key3"), std::nullopt);
+  // Revisions continue where they stopped.
+  LKV_ASSIGN_OR_FAIL(auto put, Put(*range, "key3", "back"));
+  EXPECT_EQ(put.header().revision(), before.revision + 1);
+  EXPECT_EQ(GetKv(*range, "key3")->version(), 1);
+}
+
+TEST_F(RangeTest, LocalStateBehindTheLogIsCaughtUpByReplay) {
+  RangeOptions options = Options();
+  LKV_ASSIGN_OR_FAIL(auto range, Open(options));
+  Overwrite(*range, 10, 3, 40);
+  LKV_ASSERT_OK(range->Close());
+  range.reset();
+  // An older copy of the local state, as a crash that lost the memtable
+  // would leave it.
+  const std::string copy = dir_.path() + "/older";
+  std::filesystem::copy(options.data_dir, copy, std::filesystem::copy_options::recursive);
+
+  LKV_ASSIGN_OR_FAIL(range, Open(options));
+  const auto last = Overwrite(*range, 10, 4, 40);
+  const RangeStats newer = range->stats();
+  LKV_ASSERT_OK(range->Close());
+  range.reset();
+  std::filesystem::remove_all(options.data_dir);
+  std::filesystem::rename(copy, options.data_dir);
+
+  LKV_ASSIGN_OR_FAIL(range, Open(options));
+  const RangeStats stats = range->stats();
+  EXPECT_EQ(stats.recovered_from, "local");
+  EXPECT_EQ(stats.replayed_records, 40);
+  EXPECT_EQ(stats.revision, newer.revision);
+  EXPECT_EQ(stats.key_count, newer.key_count);
+  EXPECT_EQ(stats.bytes, newer.bytes);
+  ExpectValues(*range, last);
+  EXPECT_EQ(GetKv(*range, "key0")->version(), 7);
+}
+
+TEST_F(RangeTest, CrashWithWritesInFlightKeepsEveryAcknowledgedWrite) {
+  RangeOptions options = Options();
+  LKV_ASSIGN_OR_FAIL(auto range, Open(options));
+  Increments inc;
+  inc.Issue(*range, "counter", 300);
+  inc.WaitFor(100);
+  range.reset();  // a crash: no Close
+  inc.WaitFor(300);
+  const int64_t acked = inc.MaxValue();
+  {
+    absl::MutexLock l(&inc.mu);
+    for (const absl::Status& e : inc.errors) EXPECT_EQ(e.code(), StatusCode::kUnavailable) << e;
+    std::set<int64_t> distinct(inc.values.begin(), inc.values.end());
+    EXPECT_EQ(distinct.size(), inc.values.size());
+  }
+
+  LKV_ASSIGN_OR_FAIL(range, Open(options));
+  const auto value = GetValue(*range, "counter");
+  int64_t n = 0;  // absent: no increment reached the log
+  if (value.has_value()) {
+    ASSERT_TRUE(absl::SimpleAtoi(*value, &n));
+  }
+  // Every acknowledged increment survived; unacknowledged ones may have.
+  EXPECT_GE(n, acked);
+  EXPECT_LE(n, 300);
+  // One revision per increment, none applied twice.
+  EXPECT_EQ(range->stats().revision, n);
+  EXPECT_EQ(GetKv(*range, "counter")->version(), n);
+  LKV_ASSIGN_OR_FAIL(auto next, Increment(*range, "counter", 1));
+  EXPECT_EQ(next.value(), n + 1);
+  EXPECT_EQ(next.header().revision(), n + 1);
+}
+
+TEST_F(RangeTest, WipedLocalStateIsRestoredFromSnapshotPlusReplay) {
+  RangeOptions options = Options();
+  LKV_ASSIGN_OR_FAIL(auto range, Open(options));
+  Overwrite(*range, 20, 2, 60);
+  LKV_ASSERT_OK(range->SnapshotNow());
+  EXPECT_EQ(range->stats().snapshot_seqno, 40u);
+  const auto last = Overwrite(*range, 20, 1, 60);
+  LKV_ASSERT_OK(Delete(*range, DelReq("key5")));
+  const RangeStats before = range->stats();
+  LKV_ASSERT_OK(range->Close());
+  range.reset();
+  std::filesystem::remove_all(options.data_dir);
+
+  LKV_ASSIGN_OR_FAIL(range, Open(options));
+  const RangeStats stats = range->stats();
+  EXPECT_TRUE(absl::StartsWith(stats.recovered_from, "snapshot ")) << stats.recovered_from;
+  EXPECT_EQ(stats.replayed_records, 21);
+  EXPECT_EQ(stats.revision, before.revision);
+  EXPECT_EQ(stats.key_count, 19);
+  EXPECT_EQ(stats.bytes, before.bytes);
+  for (int k = 0; k < 20; ++k) {
+    if (k == 5) continue;
+    EXPECT_EQ(GetValue(*range, absl::StrCat("key", k)), last[k]);
+  }
+  EXPECT_EQ(GetValue(*range, "key5"), std::nullopt);
+  EXPECT_EQ(GetKv(*range, "key0")->version(), 3);
+}
+
+TEST_F(RangeTest, SnapshotTruncatesTheLogAndBoundsReplay) {
+  RangeOptions options = Options();
+  options.log.roll_bytes = 8 << 10;  // many small segments
+  LKV_ASSIGN_OR_FAIL(auto range, Open(options));
+  auto last = Overwrite(*range, 20, 30, 200);  // ~130 KiB of records
+  LKV_ASSIGN_OR_FAIL(auto before, LogMetadata());
+  ASSERT_GT(before.segments_size(), 3);
+  const uint64_t first_ledger = before.segments(0).ledger_id();
+  EXPECT_TRUE(LedgerExists(first_ledger));
+
+  LKV_ASSERT_OK(range->SnapshotNow());
+  const RangeStats stats = range->stats();
+  EXPECT_EQ(stats.snapshots_taken, 1);
+  EXPECT_EQ(stats.snapshot_seqno, 600u);
+  LKV_ASSIGN_OR_FAIL(auto after, LogMetadata());
+  EXPECT_LT(after.segments_size(), before.segments_size());
+  EXPECT_GT(after.segments(0).first_seqno(), 1u);
+  EXPECT_LE(after.segments(0).first_seqno(), 601u);
+  EXPECT_EQ(stats.log_first_seqno, after.segments(0).first_seqno());
+  EXPECT_FALSE(LedgerExists(first_ledger));
+
+  last = Overwrite(*range, 20, 1, 200);
+  LKV_ASSERT_OK(range->Close());
+  range.reset();
+  std::filesystem::remove_all(options.data_dir);
+
+  LKV_ASSIGN_OR_FAIL(range, Open(options));
+  EXPECT_TRUE(absl::StartsWith(range->stats().recovered_from, "snapshot "));
+  EXPECT_EQ(range->stats().replayed_records, 20);
+  EXPECT_EQ(range->stats().revision, 620);
+  ExpectValues(*range, last);
+}
+
+TEST_F(RangeTest, ByteThresholdTakesSnapshotsInTheBackground) {
+  RangeOptions options = Options();
+  options.snapshot_log_bytes = 16 << 10;
+  LKV_ASSIGN_OR_FAIL(auto range, Open(options));
+  const auto last = Overwrite(*range, 10, 20, 200);  // ~45 KiB
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (range->stats().snapshots_taken < 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_GE(range->stats().snapshots_taken, 1);
+  EXPECT_GT(range->stats().snapshot_seqno, 0u);
+  EXPECT_EQ(range->stats().snapshot_failures, 0);
+  ExpectValues(*range, last);
+}
+
+TEST_F(RangeTest, IntervalTakesASnapshotOnlyAfterWrites) {
+  RangeOptions options = Options();
+  options.snapshot_interval = absl::Milliseconds(200);
+  LKV_ASSIGN_OR_FAIL(auto range, Open(options));
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_EQ(range->stats().snapshots_taken, 0);  // nothing written yet
+  LKV_ASSERT_OK(Put(*range, "k", "v"));
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (range->stats().snapshots_taken < 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(range->stats().snapshots_taken, 1);
+  EXPECT_EQ(range->stats().snapshot_seqno, 1u);
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_EQ(range->stats().snapshots_taken, 1);  // no new writes, no new snapshot
+}
+
+TEST_F(RangeTest, CorruptNewestSnapshotFallsBackToTheOlderOne) {
+  RangeOptions options = Options();
+  LKV_ASSIGN_OR_FAIL(auto range, Open(options));
+  Overwrite(*range, 10, 2, 40);
+  LKV_ASSERT_OK(range->SnapshotNow());  // the older one, at seqno 20
+  LKV_ASSIGN_OR_FAIL(auto marked, Put(*range, "marked", "NEWEST-SNAPSHOT-MARKER-value"));
+  const int64_t r = marked.header().revision();
+  ASSERT_LT(r, 128);
+  const auto last = Overwrite(*range, 10, 1, 40);
+  LKV_ASSERT_OK(range->SnapshotNow());  // the newest, at seqno 31
+  const RangeStats before = range->stats();
+  LKV_ASSERT_OK(range->Close());
+  range.reset();
+
+  // The stored value in the snapshot is [1][create][mod][version][value]:
+  // that prefix never occurs in the log's records, only in the snapshot.
+  std::string marker = "\x01";
+  marker += static_cast<char>(r);
+  marker += static_cast<char>(r);
+  marker += "\x01NEWEST-SNAPSHOT-MARKER-";
+  client_.reset();
+  for (int i = 0; i < cluster_->size(); ++i) cluster_->StopBookie(i);
+  int hits = 0;
+  for (int i = 0; i < cluster_->size(); ++i) {
+    hits += snapshot::testing::CorruptJournal(cluster_->data_dir(i), marker);
+  }
+  EXPECT_EQ(hits, 2);  // the write quorum
+  for (int i = 0; i < cluster_->size(); ++i) LKV_ASSERT_OK(cluster_->RestartBookie(i));
+  NewClient();
+  options = Options();
+  std::filesystem::remove_all(options.data_dir);
+
+  ::testing::internal::CaptureStderr();
+  auto reopened = Open(options);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  range = *std::move(reopened);
+  const RangeStats stats = range->stats();
+  EXPECT_TRUE(absl::StartsWith(stats.recovered_from, "snapshot ")) << stats.recovered_from;
+  EXPECT_EQ(stats.replayed_records, 11);  // from the older snapshot's seqno 20
+  EXPECT_EQ(stats.snapshot_failures, 1);
+  EXPECT_EQ(stats.revision, before.revision);
+  EXPECT_TRUE(absl::StrContains(log, "snapshot ledger")) << log;
+  EXPECT_EQ(GetValue(*range, "marked"), "NEWEST-SNAPSHOT-MARKER-value");
+  ExpectValues(*range, last);
+}
+
+TEST_F(RangeTest, NewOwnerFencesTheOldOneWhoseWritesFailAndNothingIsAppliedTwice) {
+  RangeOptions first_options = Options("first");
+  absl::Mutex mu;
+  int failures_seen = 0;
+  absl::Status failure;
+  first_options.on_failed = [&](const absl::Status& why) {
+    absl::MutexLock l(&mu);
+    ++failures_seen;
+    failure = why;
+  };
+  LKV_ASSIGN_OR_FAIL(auto first, Open(first_options));
+  LKV_ASSERT_OK(Increment(*first, "counter", 1));
+
+  // Keep the first owner busy while the second one opens the range.
+  Increments inc;
+  std::atomic<bool> stop{false};
+  std::atomic<int> issued{0};
+  std::thread feeder([&] {
+    while (!stop.load()) {
+      inc.Issue(*first, "counter", 10);
+      issued += 10;
+      absl::SleepFor(absl::Microseconds(200));
+    }
+  });
+  inc.WaitFor(50);
+  LKV_ASSIGN_OR_FAIL(auto second, Open(Options("second")));
+  absl::SleepFor(absl::Milliseconds(100));
+  stop = true;
+  feeder.join();
+  inc.WaitFor(issued.load());
+
+  // The old owner: pending and later writes fail UNAVAILABLE, on_failed once.
+  auto later = Increment(*first, "counter", 1);
+  EXPECT_EQ(later.status().code(), StatusCode::kUnavailable) << later.status();
+  EXPECT_TRUE(absl::StrContains(later.status().message(), "range 7: log fenced by a newer owner"))
+      << later.status();
+  {
+    absl::MutexLock l(&mu);
+    auto notified = [&]() { return failures_seen > 0; };
+    mu.AwaitWithTimeout(absl::Condition(&notified), absl::Seconds(5));
+    EXPECT_EQ(failures_seen, 1);
+    EXPECT_EQ(failure.code(), StatusCode::kUnavailable) << failure;
+  }
+  EXPECT_FALSE(first->stats().serving);
+  v1::GetRequest get;
+  get.set_key("counter");
+  EXPECT_EQ(first->Get(get).status().code(), StatusCode::kUnavailable);
+  {
+    absl::MutexLock l(&inc.mu);
+    EXPECT_FALSE(inc.errors.empty());
+    for (const absl::Status& e : inc.errors) {
+      EXPECT_EQ(e.code(), StatusCode::kUnavailable) << e;
+    }
+  }
+
+  // The new owner: every write the old one got acknowledged, each once.
+  const int64_t acked = std::max<int64_t>(1, inc.MaxValue());
+  int64_t n = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(GetValue(*second, "counter").value_or("x"), &n));
+  EXPECT_GE(n, acked);
+  EXPECT_EQ(second->stats().revision, n);
+  LKV_ASSIGN_OR_FAIL(auto next, Increment(*second, "counter", 1));
+  EXPECT_EQ(next.value(), n + 1);
+  EXPECT_EQ(next.header().revision(), n + 1);
+  EXPECT_EQ(first->Close().code(), StatusCode::kUnavailable);
+  first.reset();
+  LKV_ASSERT_OK(second->Close());
+  second.reset();
+
+  // The old owner's local state is behind: reopening it replays the rest.
+  LKV_ASSIGN_OR_FAIL(auto again, Open(Options("first")));
+  EXPECT_EQ(again->stats().recovered_from, "local");
+  EXPECT_EQ(GetValue(*again, "counter"), absl::StrCat(n + 1));
+  EXPECT_EQ(again->stats().revision, n + 1);
+}
+
+TEST_F(RangeTest, SecondOpenOfTheSameLocalDirFailsWithoutFencingTheFirst) {
+  RangeOptions options = Options();
+  LKV_ASSIGN_OR_FAIL(auto range, Open(options));
+  LKV_ASSERT_OK(Put(*range, "k", "1"));
+  auto twice = Open(options);
+  EXPECT_FALSE(twice.ok());
+  LKV_ASSIGN_OR_FAIL(auto put, Put(*range, "k", "2"));
+  EXPECT_EQ(put.header().revision(), 2);
+  EXPECT_TRUE(range->stats().serving);
+}
+
+TEST_F(RangeTest, LocalStateAheadOfTheLogIsDataLoss) {
+  RangeOptions options = Options();
+  LKV_ASSIGN_OR_FAIL(auto range, Open(options));
+  Overwrite(*range, 5, 2, 10);
+  LKV_ASSERT_OK(range->Close());
+  range.reset();
+  // Another range id whose log is empty, over this local state.
+  descriptor_.range_id = 8;
+  auto open = Open(options);
+  EXPECT_EQ(open.status().code(), StatusCode::kDataLoss) << open.status();
+  EXPECT_TRUE(absl::StrContains(open.status().message(), "ahead")) << open.status();
+}
+
+}  // namespace
+}  // namespace ledgerkv::kv::testing

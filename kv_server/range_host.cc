@@ -1,0 +1,337 @@
+#include "kv_server/range_host.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "base/status_macros.h"
+#include "kv_server/retry.h"
+#include "ledger/ledger_client.h"
+#include "snapshot/snapshot_store.h"
+#include "wal/log_metadata.h"
+
+namespace ledgerkv::kv {
+namespace {
+
+namespace meta = ::ledgerkv::meta::v1;
+
+std::string LogName(uint64_t range_id) { return absl::StrCat("range-", range_id); }
+
+// Keeps the first error.
+void Note(absl::Status& first, const absl::Status& s) {
+  if (first.ok() && !s.ok()) first = s;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Range>> RangeLocator::Lookup(std::string_view table,
+                                                            std::string_view key) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const meta::TableMetadata> t, Table(table));
+  return Serving(*t, RangeForKey(*t, key));
+}
+
+absl::StatusOr<std::unique_ptr<RangeHost>> RangeHost::Create(TableCatalog* catalog,
+                                                             RangeHostOptions options) {
+  if (catalog == nullptr || options.range.log.client == nullptr ||
+      options.range.log.metadata == nullptr || options.ranges_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "RangeHost needs a catalog, a ledger client, a metadata store and a ranges dir");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<snapshot::SnapshotStore> snapshots,
+                   snapshot::SnapshotStore::Create(options.range.snapshot));
+  std::unique_ptr<RangeHost> host(new RangeHost(catalog, std::move(options), std::move(snapshots)));
+  RangeHost* raw = host.get();
+  host->reopen_thread_ = std::thread([raw] { raw->ReopenLoop(); });
+  return host;
+}
+
+RangeHost::RangeHost(TableCatalog* catalog, RangeHostOptions options,
+                     std::unique_ptr<snapshot::SnapshotStore> snapshots)
+    : catalog_(catalog), options_(std::move(options)), snapshots_(std::move(snapshots)) {}
+
+RangeHost::~RangeHost() { Shutdown(); }
+
+std::string RangeHost::RangeDir(uint64_t range_id) const {
+  return absl::StrCat(options_.ranges_dir, "/", range_id);
+}
+
+bool RangeHost::AddSlot(const RangeDescriptor& descriptor) {
+  absl::MutexLock l(&mu_);
+  if (shutdown_ || slots_.contains(descriptor.range_id)) return false;
+  Slot& slot = slots_[descriptor.range_id];
+  slot.descriptor = descriptor;
+  slot.state = State::kOpening;
+  slot.backoff = options_.min_backoff;
+  return true;
+}
+
+int RangeHost::OpenAll() {
+  int serving = 0;
+  for (const auto& table : catalog_->List()) {
+    for (const meta::RangeSpec& spec : table->ranges()) {
+      RangeDescriptor d{spec.range_id(), table->name(), spec.start(), spec.end()};
+      if (AddSlot(d) && OpenSlot(d.range_id).ok()) ++serving;
+    }
+  }
+  return serving;
+}
+
+absl::Status RangeHost::OpenTable(const meta::TableMetadata& table) {
+  absl::Status first;
+  for (const meta::RangeSpec& spec : table.ranges()) {
+    RangeDescriptor d{spec.range_id(), table.name(), spec.start(), spec.end()};
+    if (AddSlot(d)) Note(first, OpenSlot(d.range_id));
+  }
+  return first;
+}
+
+absl::Status RangeHost::OpenSlot(uint64_t id) {
+  RangeOptions options = options_.range;
+  RangeDescriptor descriptor;
+  uint64_t generation;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = slots_.find(id);
+    if (it == slots_.end()) return absl::UnavailableError("range host is shutting down");
+    Slot& slot = it->second;
+    descriptor = slot.descriptor;
+    generation = next_generation_++;
+    slot.generation = generation;
+    slot.error = absl::OkStatus();
+  }
+  options.data_dir = RangeDir(id);
+  options.on_failed = [this, id, generation](const absl::Status& why) {
+    OnFailed(id, generation, why);
+  };
+  absl::StatusOr<std::unique_ptr<Range>> opened = Range::Open(options, descriptor);
+
+  std::shared_ptr<Range> unwanted;
+  absl::Status result = opened.status();
+  {
+    absl::MutexLock l(&mu_);
+    cv_.SignalAll();
+    auto it = slots_.find(id);
+    if (opened.ok()) {
+      std::shared_ptr<Range> range = std::move(*opened);
+      if (shutdown_ || it == slots_.end()) {
+        unwanted = std::move(range);
+        result = absl::UnavailableError("range host is shutting down");
+      } else if (!it->second.error.ok()) {
+        // on_failed fired before Open returned.
+        result = it->second.error;
+        to_close_.push_back(std::move(range));
+        FailLocked(it->second, result);
+      } else {
+        it->second.state = State::kServing;
+        it->second.range = std::move(range);
+        it->second.backoff = options_.min_backoff;
+      }
+    } else if (it != slots_.end()) {
+      FailLocked(it->second, opened.status());
+    }
+  }
+  if (unwanted != nullptr) IgnoreError(unwanted->Close());
+  if (!result.ok()) {
+    absl::FPrintF(stderr, "ledgerkv: range %d of table %s: open failed (will retry): %s\n", id,
+                  descriptor.table, result.ToString());
+  }
+  return result;
+}
+
+void RangeHost::FailLocked(Slot& slot, const absl::Status& why) {
+  slot.state = State::kFailed;
+  slot.error = why;
+  slot.retry_at = absl::Now() + slot.backoff;
+  slot.backoff = std::min(slot.backoff * 2, options_.max_backoff);
+  cv_.SignalAll();
+}
+
+void RangeHost::OnFailed(uint64_t id, uint64_t generation, const absl::Status& why) {
+  absl::MutexLock l(&mu_);
+  auto it = slots_.find(id);
+  if (it == slots_.end() || it->second.generation != generation) return;
+  Slot& slot = it->second;
+  absl::FPrintF(stderr, "ledgerkv: range %d of table %s stopped serving (reopening): %s\n", id,
+                slot.descriptor.table, why.ToString());
+  if (slot.state == State::kOpening) {
+    // Open has not returned yet: OpenSlot sees the error and fails the slot.
+    slot.error = why;
+    return;
+  }
+  if (slot.state != State::kServing) return;
+  to_close_.push_back(std::move(slot.range));
+  slot.range.reset();
+  FailLocked(slot, why);
+}
+
+void RangeHost::ReopenLoop() {
+  mu_.Lock();
+  while (!shutdown_) {
+    if (!to_close_.empty()) {
+      std::vector<std::shared_ptr<Range>> closing = std::move(to_close_);
+      to_close_.clear();
+      mu_.Unlock();
+      for (auto& range : closing) IgnoreError(range->Close());
+      closing.clear();
+      mu_.Lock();
+      continue;
+    }
+    const absl::Time now = absl::Now();
+    absl::Time next = absl::InfiniteFuture();
+    uint64_t due = 0;
+    for (auto& [id, slot] : slots_) {
+      if (slot.state != State::kFailed) continue;
+      if (slot.retry_at <= now) {
+        due = id;
+        break;
+      }
+      next = std::min(next, slot.retry_at);
+    }
+    if (due != 0) {
+      slots_.at(due).state = State::kOpening;
+      mu_.Unlock();
+      IgnoreError(OpenSlot(due));  // logs its own failure
+      mu_.Lock();
+      continue;
+    }
+    cv_.WaitWithDeadline(&mu_, next);
+  }
+  mu_.Unlock();
+}
+
+absl::Status RangeHost::DestroyRange(const meta::RangeMetadata& range) {
+  const uint64_t id = range.range_id();
+  std::shared_ptr<Range> serving;
+  {
+    absl::MutexLock l(&mu_);
+    // An open in progress would recreate the log: let it finish first.
+    while (slots_.contains(id) && slots_.at(id).state == State::kOpening) cv_.Wait(&mu_);
+    auto it = slots_.find(id);
+    if (it != slots_.end()) {
+      serving = std::move(it->second.range);
+      slots_.erase(it);
+    }
+  }
+  absl::Status first;
+  if (serving != nullptr) {
+    absl::Status closed = serving->Close();
+    // A failed log is expected here (that range stopped serving anyway).
+    if (!closed.ok()) {
+      absl::FPrintF(stderr, "ledgerkv: range %d: close before drop: %s\n", id, closed.ToString());
+    }
+    serving.reset();
+  }
+  Note(first, DeleteLog(id));
+  Note(first, snapshots_->RemoveRange(id));
+  std::error_code ec;
+  std::filesystem::remove_all(RangeDir(id), ec);
+  if (ec) {
+    Note(first, absl::InternalError(absl::StrCat("remove ", RangeDir(id), ": ", ec.message())));
+  }
+  std::filesystem::remove_all(RangeDir(id) + ".restore", ec);
+  return first;
+}
+
+absl::Status RangeHost::DeleteLog(uint64_t range_id) {
+  metadata::MetadataStore& store = *options_.range.log.metadata;
+  const std::string name = LogName(range_id);
+  const std::string key = metadata::Keys(options_.range.log.cluster).Log(name);
+  absl::StatusOr<wal::VersionedLog> log = wal::LoadLog(store, key, name);
+  if (absl::IsNotFound(log.status())) return absl::OkStatus();
+  RETURN_IF_ERROR(log.status());
+  std::vector<uint64_t> ledgers(log->metadata.ledgers_to_delete().begin(),
+                                log->metadata.ledgers_to_delete().end());
+  for (const meta::LogSegment& segment : log->metadata.segments()) {
+    ledgers.push_back(segment.ledger_id());
+  }
+  for (uint64_t ledger_id : ledgers) {
+    absl::Status deleted = options_.range.log.client->DeleteLedger(ledger_id);
+    if (!deleted.ok() && !absl::IsNotFound(deleted)) {
+      return absl::Status(deleted.code(), absl::StrCat("log ", name, ": delete ledger ", ledger_id,
+                                                       ": ", deleted.message()));
+    }
+  }
+  absl::Status deleted = store.Delete(key, log->version);
+  if (absl::IsNotFound(deleted)) return absl::OkStatus();
+  return deleted;
+}
+
+absl::StatusOr<RangeStats> RangeHost::Stats(uint64_t range_id) {
+  std::shared_ptr<Range> range;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = slots_.find(range_id);
+    if (it != slots_.end()) range = it->second.range;
+  }
+  if (range == nullptr) {
+    return RetrySafe(absl::UnavailableError(
+        absl::StrCat("range ", range_id, " is not being served (recovering)")));
+  }
+  return range->stats();
+}
+
+void RangeHost::set_owner(std::string address) {
+  absl::MutexLock l(&mu_);
+  owner_ = std::move(address);
+}
+
+std::string RangeHost::owner() const {
+  absl::MutexLock l(&mu_);
+  return owner_;
+}
+
+absl::StatusOr<std::shared_ptr<const meta::TableMetadata>> RangeHost::Table(
+    std::string_view table) {
+  if (table.empty()) return absl::InvalidArgumentError("request names no table");
+  return catalog_->Get(table);
+}
+
+absl::StatusOr<std::shared_ptr<Range>> RangeHost::Serving(const meta::TableMetadata& table,
+                                                          const meta::RangeSpec& spec) {
+  absl::MutexLock l(&mu_);
+  auto it = slots_.find(spec.range_id());
+  if (it != slots_.end() && it->second.state == State::kServing) return it->second.range;
+  std::string why = "recovering";
+  if (shutdown_) {
+    why = "shutting down";
+  } else if (it == slots_.end()) {
+    why = "not opened yet";
+  } else if (!it->second.error.ok()) {
+    why = absl::StrCat("recovering; last error: ", it->second.error.message());
+  }
+  return RetrySafe(absl::UnavailableError(absl::StrCat(
+      "range ", spec.range_id(), " of table ", table.name(), " is not being served (", why, ")")));
+}
+
+void RangeHost::Shutdown() {
+  std::vector<std::shared_ptr<Range>> closing;
+  {
+    absl::MutexLock l(&mu_);
+    if (shutdown_) return;
+    shutdown_ = true;
+    cv_.SignalAll();
+  }
+  if (reopen_thread_.joinable()) reopen_thread_.join();
+  {
+    absl::MutexLock l(&mu_);
+    closing = std::move(to_close_);
+    for (auto& [id, slot] : slots_) {
+      if (slot.range != nullptr) closing.push_back(std::move(slot.range));
+    }
+    slots_.clear();
+    cv_.SignalAll();
+  }
+  for (auto& range : closing) {
+    absl::Status closed = range->Close();
+    if (!closed.ok()) {
+      absl::FPrintF(stderr, "ledgerkv: range %d: close: %s\n", range->descriptor().range_id,
+                    closed.ToString());
+    }
+  }
+}
+
+}  // namespace ledgerkv::kv

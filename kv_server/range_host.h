@@ -1,0 +1,167 @@
+// Which ranges this process serves, and the Range objects that serve them
+// (docs/range-server.md, "Ownership seam for cluster mode").
+//
+// RangeLocator is what the gRPC services need: the table's ranges and the
+// Range serving one of them. RangeHost implements it for standalone mode:
+// it opens every range of every table, reopens a range whose log failed
+// (with backoff, on its own thread), and destroys a dropped table's ranges.
+// Cluster mode replaces the source of assignments and adds the lease check;
+// the services keep talking to a RangeLocator.
+//
+// Threading: every method is thread-safe. Table/RangeFor/Serving/Stats
+// never block on I/O (gRPC reactions call them). OpenAll, OpenTable,
+// DestroyRange and Shutdown block (network, disk).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "kv_server/catalog.h"
+#include "kv_server/range/range.h"
+#include "proto/metadata.pb.h"
+
+namespace ledgerkv::ledger {
+class LedgerClient;
+}
+namespace ledgerkv::snapshot {
+class SnapshotStore;
+}
+
+namespace ledgerkv::kv {
+
+class RangeLocator {
+ public:
+  virtual ~RangeLocator() = default;
+
+  // The table's ranges, in key order. NOT_FOUND "table T not found".
+  virtual absl::StatusOr<std::shared_ptr<const meta::v1::TableMetadata>> Table(
+      std::string_view table) = 0;
+
+  // The Range serving `spec` of `table` here. UNAVAILABLE, marked
+  // retry-safe (retry.h), "range N of table T is not being served
+  // (recovering ...)" while it is opening or recovering, or "... not served
+  // here" (with the owner when known) if another process owns it.
+  virtual absl::StatusOr<std::shared_ptr<Range>> Serving(const meta::v1::TableMetadata& table,
+                                                         const meta::v1::RangeSpec& spec) = 0;
+
+  // host:port clients reach this process at (RangeInfo.owner).
+  virtual std::string owner() const = 0;
+
+  // Table(), then the range holding `key`, then Serving().
+  absl::StatusOr<std::shared_ptr<Range>> Lookup(std::string_view table, std::string_view key);
+};
+
+struct RangeHostOptions {
+  // Range data directories are <ranges_dir>/<range id>.
+  std::string ranges_dir;
+  // Template of every range's options: log, snapshot, policy, limits. The
+  // host sets data_dir and on_failed per range.
+  RangeOptions range;
+  // Reopen backoff after a failure: doubles from min to max.
+  absl::Duration min_backoff = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(5);
+};
+
+class RangeHost final : public RangeLocator {
+ public:
+  // `catalog` must outlive the host; options.range.log/snapshot name the
+  // ledger client and metadata store (they too must outlive it).
+  // INVALID_ARGUMENT for missing options; SnapshotStore::Create errors.
+  static absl::StatusOr<std::unique_ptr<RangeHost>> Create(TableCatalog* catalog,
+                                                           RangeHostOptions options);
+
+  // Shutdown().
+  ~RangeHost() override;
+
+  RangeHost(const RangeHost&) = delete;
+  RangeHost& operator=(const RangeHost&) = delete;
+
+  // Opens every range of every table in the catalog, one after the other.
+  // A range that fails to open is logged and retried in the background;
+  // returns the number of ranges serving.
+  int OpenAll();
+
+  // Opens the ranges of a new table (blocks). Returns the first open error
+  // (those ranges are retried in the background).
+  absl::Status OpenTable(const meta::v1::TableMetadata& table);
+
+  // TableCatalog::RangeCleanup: stops serving the range (waiting for an
+  // open in progress), closes it, deletes its log's ledgers and the log
+  // record, its snapshots and its local directory. Idempotent: what is
+  // already gone is skipped. Returns the first error (the rest is still
+  // attempted).
+  absl::Status DestroyRange(const meta::v1::RangeMetadata& range);
+
+  // Stats of a range served here. UNAVAILABLE (retry-safe) otherwise.
+  absl::StatusOr<RangeStats> Stats(uint64_t range_id);
+
+  // Sets the address reported by owner() (the gRPC listen address, known
+  // once the server is up).
+  void set_owner(std::string address);
+
+  // Stops reopening, closes every range (waiting for their pending writes).
+  // Idempotent. Later lookups are UNAVAILABLE.
+  void Shutdown();
+
+  // RangeLocator.
+  absl::StatusOr<std::shared_ptr<const meta::v1::TableMetadata>> Table(
+      std::string_view table) override;
+  absl::StatusOr<std::shared_ptr<Range>> Serving(const meta::v1::TableMetadata& table,
+                                                 const meta::v1::RangeSpec& spec) override;
+  std::string owner() const override;
+
+ private:
+  enum class State { kOpening, kServing, kFailed };
+  struct Slot {
+    RangeDescriptor descriptor;
+    State state = State::kOpening;
+    std::shared_ptr<Range> range;  // set while kServing
+    absl::Status error;            // last failure
+    absl::Time retry_at;
+    absl::Duration backoff;
+    // Bumped on every open, so a stale on_failed is ignored.
+    uint64_t generation = 0;
+  };
+
+  RangeHost(TableCatalog* catalog, RangeHostOptions options,
+            std::unique_ptr<snapshot::SnapshotStore> snapshots);
+
+  // Adds a slot in kOpening unless the range is known already; returns
+  // whether the caller should open it.
+  bool AddSlot(const RangeDescriptor& descriptor) ABSL_LOCKS_EXCLUDED(mu_);
+  // Opens the range of slot `id` (in kOpening) and moves it to kServing or
+  // kFailed. Blocks.
+  absl::Status OpenSlot(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnFailed(uint64_t id, uint64_t generation, const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
+  void FailLocked(Slot& slot, const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status DeleteLog(uint64_t range_id);
+  std::string RangeDir(uint64_t range_id) const;
+  void ReopenLoop();
+
+  // Constant after construction.
+  TableCatalog* const catalog_;
+  const RangeHostOptions options_;
+  const std::unique_ptr<snapshot::SnapshotStore> snapshots_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;  // work for the reopen thread, or an open finished
+  std::map<uint64_t, Slot> slots_ ABSL_GUARDED_BY(mu_);
+  // Failed ranges the reopen thread must close (Close blocks).
+  std::vector<std::shared_ptr<Range>> to_close_ ABSL_GUARDED_BY(mu_);
+  std::string owner_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread reopen_thread_;
+};
+
+}  // namespace ledgerkv::kv

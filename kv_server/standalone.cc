@@ -1,0 +1,207 @@
+#include "kv_server/standalone.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <algorithm>
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "grpcpp/grpcpp.h"
+#include "kv_server/admin_service.h"
+#include "kv_server/catalog.h"
+#include "kv_server/kv_service.h"
+#include "kv_server/range_host.h"
+#include "ledger/bookie/bookie_server.h"
+#include "ledger/ledger_client.h"
+#include "metadata/embedded_store.h"
+
+namespace ledgerkv::kv {
+namespace {
+
+constexpr char kCluster[] = "default";
+constexpr absl::Duration kShutdownGrace = absl::Seconds(10);
+
+}  // namespace
+
+Standalone::Standalone(StandaloneOptions options) : options_(std::move(options)) {}
+
+Standalone::~Standalone() { Shutdown(); }
+
+metadata::MetadataStore* Standalone::metadata() { return store_.get(); }
+
+absl::Status Standalone::Lock() {
+  const std::string path = options_.data_dir + "/LOCK";
+  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) {
+    return absl::FailedPreconditionError(absl::StrCat("open ", path, ": ", std::strerror(errno)));
+  }
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {};
+    ssize_t n = ::pread(lock_fd_, pid, sizeof(pid) - 1, 0);
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    return absl::FailedPreconditionError(
+        absl::StrCat("data dir ", options_.data_dir, " is in use by another ledgerkv process (pid ",
+                     n > 0 ? std::string(pid, static_cast<size_t>(n)) : std::string("unknown"),
+                     ", lock ", path, ")"));
+  }
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, pid.data(), pid.size(), 0) < 0) {
+    // The pid is informational only; the flock is the lock.
+    absl::FPrintF(stderr, "ledgerkv: cannot write pid to %s: %s\n", path, std::strerror(errno));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Standalone::StartBookies() {
+  for (int i = 0; i < options_.bookies; ++i) {
+    bookie::BookieOptions bo;
+    bo.data_dir = absl::StrCat(options_.data_dir, "/bookies/", i);
+    bo.listen = "127.0.0.1:0";
+    // A stable id: the port changes at every start, ledger metadata names
+    // bookies by id and the registration gives the current address.
+    bo.bookie_id = absl::StrCat("standalone-bookie-", i);
+    bo.sync = options_.sync;
+    bo.metadata = store_.get();
+    bo.cluster = kCluster;
+    ASSIGN_OR_RETURN(std::unique_ptr<bookie::BookieServer> server,
+                     bookie::BookieServer::Start(std::move(bo)));
+    bookies_.push_back(std::move(server));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Standalone::StartServer() {
+  kv_service_ = std::make_unique<KvService>(host_.get(), options_.limits);
+  admin_service_ = std::make_unique<AdminService>(catalog_.get(), host_.get());
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(kv_service_.get());
+  builder.RegisterService(admin_service_.get());
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(options_.limits.max_request_bytes + kRequestSlackBytes));
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen));
+  }
+  const size_t colon = options_.listen.rfind(':');
+  address_ = absl::StrCat(
+      colon == std::string::npos ? options_.listen : options_.listen.substr(0, colon), ":", port);
+  host_->set_owner(address_);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Standalone>> Standalone::Start(StandaloneOptions options) {
+  if (options.data_dir.empty()) return absl::InvalidArgumentError("standalone: no data dir");
+  if (options.listen.empty()) return absl::InvalidArgumentError("standalone: no listen address");
+  if (options.bookies < 1 || options.bookies > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("standalone: --bookies ", options.bookies, " is not in 1..16"));
+  }
+  std::unique_ptr<Standalone> s(new Standalone(std::move(options)));
+  const StandaloneOptions& o = s->options_;
+  std::error_code ec;
+  for (const char* sub : {"/ranges", "/bookies"}) {
+    std::filesystem::create_directories(o.data_dir + sub, ec);
+    if (ec) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create ", o.data_dir, sub, ": ", ec.message()));
+    }
+  }
+  RETURN_IF_ERROR(s->Lock());
+  // Ledgers are written to every bookie: one that existed before must
+  // still be started, or its ledgers could not be read.
+  int previous = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(o.data_dir + "/bookies", ec)) {
+    int index = 0;
+    if (absl::SimpleAtoi(entry.path().filename().string(), &index)) {
+      previous = std::max(previous, index + 1);
+    }
+  }
+  if (previous > o.bookies) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("data dir ", o.data_dir, " holds ", previous, " bookies; --bookies ",
+                     o.bookies, " would leave ledgers unreadable (use --bookies ", previous,
+                     " or more)"));
+  }
+  ASSIGN_OR_RETURN(s->store_, metadata::EmbeddedStore::Open(o.data_dir + "/metadata"));
+  RETURN_IF_ERROR(s->StartBookies());
+  ASSIGN_OR_RETURN(
+      s->client_, ledger::LedgerClient::Create({.metadata = s->store_.get(), .cluster = kCluster}));
+
+  s->catalog_ = std::make_unique<TableCatalog>(s->store_.get(), kCluster, o.limits);
+  RETURN_IF_ERROR(s->catalog_->Load());
+  if (absl::IsNotFound(s->catalog_->Get(kDefaultTable).status())) {
+    RETURN_IF_ERROR(s->catalog_->CreateTable(kDefaultTable, {}).status());
+  }
+
+  RangeHostOptions ho;
+  ho.ranges_dir = o.data_dir + "/ranges";
+  RangeOptions& ro = ho.range;
+  ro.log.client = s->client_.get();
+  ro.log.metadata = s->store_.get();
+  ro.log.cluster = kCluster;
+  ro.log.ensemble_size = ro.log.write_quorum = ro.log.ack_quorum = o.bookies;
+  ro.snapshot.client = s->client_.get();
+  ro.snapshot.metadata = s->store_.get();
+  ro.snapshot.cluster = kCluster;
+  ro.snapshot.ensemble_size = ro.snapshot.write_quorum = ro.snapshot.ack_quorum = o.bookies;
+  ro.snapshot_log_bytes = o.snapshot_log_bytes;
+  // Truncation drops whole ledgers: roll at half the snapshot period so that
+  // the log stays within about two periods (K=2 snapshots) of the newest
+  // snapshot, instead of one 64 MiB ledger whatever the snapshot setting.
+  ro.log.roll_bytes =
+      std::clamp<int64_t>(o.snapshot_log_bytes / 2, int64_t{256} << 10, int64_t{64} << 20);
+  ro.snapshot_interval = o.snapshot_interval;
+  ro.limits = o.limits;
+  ASSIGN_OR_RETURN(s->host_, RangeHost::Create(s->catalog_.get(), std::move(ho)));
+
+  // This process is the only writer: a range record no table names is
+  // garbage of an interrupted create or drop.
+  absl::StatusOr<int> swept = s->catalog_->Sweep(
+      [host = s->host_.get()](const meta::v1::RangeMetadata& r) { return host->DestroyRange(r); });
+  if (!swept.ok()) {
+    absl::FPrintF(stderr, "ledgerkv: cleanup of unreferenced ranges failed: %s\n",
+                  swept.status().ToString());
+  } else if (*swept > 0) {
+    absl::FPrintF(stderr, "ledgerkv: cleaned up %d unreferenced ranges\n", *swept);
+  }
+  const int serving = s->host_->OpenAll();
+  absl::FPrintF(stderr, "ledgerkv: %d ranges serving\n", serving);
+  RETURN_IF_ERROR(s->StartServer());
+  return s;
+}
+
+void Standalone::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  // Stop accepting and finish pending calls (writes finish when their
+  // effect is durable, or fail when the ranges close).
+  if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
+  if (host_ != nullptr) host_->Shutdown();
+  server_.reset();
+  admin_service_.reset();
+  kv_service_.reset();
+  host_.reset();
+  catalog_.reset();
+  client_.reset();
+  for (auto& b : bookies_) b->Shutdown();
+  bookies_.clear();
+  store_.reset();
+  if (lock_fd_ >= 0) {
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+  }
+}
+
+}  // namespace ledgerkv::kv

@@ -1,0 +1,49 @@
+// Scans over a whole table: the KV Range RPC (docs/kv-api.md, "Range").
+// Clips [start, end) to each range in key order (or reverse), applies one
+// global limit, sums counts, and hands out continuation tokens that resume
+// exactly after the last returned key, across range boundaries.
+//
+// Continuation token (opaque to clients; format version 1):
+//   byte 0  version = 1
+//   byte 1  'F' (forward) or 'R' (reverse)
+//   rest    forward: the next start key (inclusive) = last key + "\0"
+//           reverse: the next end key (exclusive) = last key
+// The request that carries a token must scan in the same direction; its
+// start/end still bound the scan (the token only narrows them).
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kv_server/range/limits.h"
+#include "kv_server/range_host.h"
+#include "proto/kv.pb.h"
+
+namespace ledgerkv::kv {
+
+struct Continuation {
+  bool reverse = false;
+  std::string key;  // forward: next start (inclusive); reverse: next end (exclusive)
+};
+
+std::string EncodeContinuation(const Continuation& c);
+// INVALID_ARGUMENT "bad continuation token: ..." for anything else.
+absl::StatusOr<Continuation> DecodeContinuation(const std::string& token);
+
+// Serves one Range request from the ranges of its table. Reads only (no
+// network); may be called from a gRPC reaction.
+//  - count is the exact number of keys in [start, end) (narrowed by the
+//    continuation), whatever the limit; count_only returns only it.
+//  - At most min(limit, limits.max_keys_per_request) keys (limit 0: the
+//    cap), and no more than max_response_bytes of keys and values (at least
+//    one key); continuation is set when keys may remain.
+//  - header: the first range read.
+// Errors: NOT_FOUND (table); INVALID_ARGUMENT (negative limit, start after
+// end, bad token); UNAVAILABLE (retry-safe) if a range that must be read
+// is not served; the Range's read errors.
+absl::StatusOr<ledgerkv::v1::RangeResponse> ScanTable(RangeLocator& locator,
+                                                      const ledgerkv::v1::RangeRequest& request,
+                                                      const Limits& limits,
+                                                      int64_t max_response_bytes);
+
+}  // namespace ledgerkv::kv

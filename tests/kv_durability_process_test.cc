@@ -1,0 +1,352 @@
+// Durability of `ledgerkv standalone` through its process boundary:
+// snapshots bound the log (it is truncated once snapshots cover it) and a
+// restart keeps the data; with three bookies (E = Qw = Qa = 3) every
+// acknowledged write survives kill -9 of the whole process, and each restart
+// fences the previous owner with a higher log epoch.
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gtest/gtest-spi.h"
+#include "gtest/gtest.h"
+#include "tests/kv_crash_workload.h"
+#include "tests/kv_process_util.h"
+
+namespace ledgerkv {
+namespace {
+
+namespace v1 = ::ledgerkv::v1;
+using testing::CrashWorkload;
+using testing::StandaloneFlags;
+using testing::StandaloneServer;
+using testing::TempDir;
+
+absl::StatusOr<v1::RangeInfo> OnlyRange(StandaloneServer& server, const std::string& table) {
+  auto d = testing::DescribeTable(server.admin(), table);
+  if (!d.ok()) return d.status();
+  if (d->ranges_size() != 1) {
+    return absl::InternalError(absl::StrCat("expected one range: ", d->ShortDebugString()));
+  }
+  return d->ranges(0);
+}
+
+grpc::Status Put(StandaloneServer& server, const std::string& table, const std::string& key,
+                 const std::string& value, v1::PutResponse* resp) {
+  v1::PutRequest req;
+  req.set_table(table);
+  req.set_key(key);
+  req.set_value(value);
+  grpc::ClientContext ctx;
+  testing::SetDeadline(&ctx);
+  return server.kv().Put(&ctx, req, resp);
+}
+
+TEST(KvDurabilityProcessTest, SnapshotsTruncateTheLogAndRestartKeepsEveryKey) {
+  TempDir dir;
+  StandaloneServer server(dir.path() + "/data");
+  StandaloneFlags flags;
+  flags.snapshot_log_mb = 1;
+  ASSERT_TRUE(server.Start(flags).ok()) << server.LogTail();
+  ASSERT_TRUE(testing::CreateTable(server.admin(), "snap").ok());
+
+  // A few keys overwritten many times: about 5 MiB of log per phase for
+  // 128 KiB of live data, so only snapshots plus truncation keep the log
+  // bounded.
+  constexpr int kKeys = 4;
+  constexpr int kRoundsPerPhase = 40;
+  std::map<std::string, std::string> want;
+  int64_t last_revision = 0;
+  int rounds = 0;
+  auto write_rounds = [&](int n) {
+    for (int end = rounds + n; rounds < end; ++rounds) {
+      for (int k = 0; k < kKeys; ++k) {
+        std::string key = absl::StrCat("key", k);
+        std::string value = absl::StrFormat("r%03d-%s", rounds, std::string(32 << 10, 'a' + k));
+        v1::PutResponse resp;
+        grpc::Status s = Put(server, "snap", key, value, &resp);
+        ASSERT_TRUE(s.ok()) << s.error_message() << server.LogTail();
+        EXPECT_GT(resp.header().revision(), last_revision);
+        last_revision = resp.header().revision();
+        want[key] = value;
+      }
+    }
+  };
+  auto live_bytes = [&] {
+    int64_t n = 0;
+    for (const auto& [k, v] : want) n += static_cast<int64_t>(k.size() + v.size());
+    return n;
+  };
+  // Waits (snapshots are taken in the background) until `done` holds.
+  auto wait_for = [&](auto done) {
+    v1::RangeInfo info;
+    for (absl::Time end = absl::Now() + absl::Seconds(30); absl::Now() < end;
+         absl::SleepFor(absl::Milliseconds(100))) {
+      auto got = OnlyRange(server, "snap");
+      EXPECT_TRUE(got.ok()) << got.status();
+      if (!got.ok()) break;
+      info = *got;
+      if (done(info)) break;
+    }
+    return info;
+  };
+  // Data, counters and log position after a restart.
+  auto expect_intact = [&](const v1::RangeInfo& before) {
+    auto scan = testing::ScanAll(server.kv(), "snap");
+    ASSERT_TRUE(scan.ok()) << scan.status();
+    ASSERT_EQ(scan->kvs.size(), want.size());
+    for (const auto& kv : scan->kvs) {
+      EXPECT_EQ(kv.value(), want[kv.key()]) << testing::KvString(kv);
+      EXPECT_EQ(kv.version(), rounds) << testing::KvString(kv);
+    }
+    EXPECT_EQ(scan->revision, last_revision);
+    auto after = OnlyRange(server, "snap");
+    ASSERT_TRUE(after.ok()) << after.status();
+    EXPECT_EQ(after->revision(), last_revision);
+    EXPECT_EQ(after->key_count(), kKeys);
+    EXPECT_EQ(after->bytes(), live_bytes());
+    EXPECT_GE(after->snapshot_seqno(), before.snapshot_seqno()) << after->ShortDebugString();
+    EXPECT_GE(after->log_first_seqno(), before.log_first_seqno()) << after->ShortDebugString();
+    EXPECT_GT(after->epoch(), before.epoch()) << "a restart raises the log epoch";
+  };
+
+  ASSERT_NO_FATAL_FAILURE(write_rounds(kRoundsPerPhase));
+  v1::RangeInfo a = wait_for([](const v1::RangeInfo& i) { return i.snapshot_seqno() > 0; });
+  EXPECT_GT(a.snapshot_seqno(), 0u) << a.ShortDebugString();
+  EXPECT_EQ(a.revision(), last_revision);
+  EXPECT_EQ(a.key_count(), kKeys);
+  EXPECT_EQ(a.bytes(), live_bytes());
+  std::cout << "after ~5 MiB in one run: " << a.ShortDebugString() << "\n";
+
+  // A restart starts a new ledger of the log; snapshots taken after it let
+  // the log drop the old one.
+  ASSERT_EQ(server.Terminate(), 0) << server.LogTail();
+  ASSERT_TRUE(server.Start(flags).ok()) << server.LogTail();
+  ASSERT_NO_FATAL_FAILURE(expect_intact(a));
+  ASSERT_NO_FATAL_FAILURE(write_rounds(kRoundsPerPhase));
+  v1::RangeInfo b = wait_for([](const v1::RangeInfo& i) { return i.log_first_seqno() > 1; });
+  std::cout << "after a restart and ~5 MiB more: " << b.ShortDebugString() << "\n";
+  EXPECT_GT(b.snapshot_seqno(), a.snapshot_seqno()) << b.ShortDebugString();
+  EXPECT_GT(b.log_first_seqno(), 1u) << "log not truncated: " << b.ShortDebugString();
+  EXPECT_LE(b.log_first_seqno(), b.snapshot_seqno() + 1)
+      << "the log must still reach back to the oldest retained snapshot: " << b.ShortDebugString();
+
+  ASSERT_EQ(server.Terminate(), 0) << server.LogTail();
+  ASSERT_TRUE(server.Start(flags).ok()) << server.LogTail();
+  ASSERT_NO_FATAL_FAILURE(expect_intact(b));
+
+  // Writing goes on from where it was.
+  v1::PutResponse resp;
+  ASSERT_TRUE(Put(server, "snap", "key0", "after", &resp).ok());
+  EXPECT_EQ(resp.header().revision(), last_revision + 1);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// docs/range-server.md: "the log is truncated below the oldest retained
+// snapshot's seqno + 1", so the log holds about the records since the older
+// of the K=2 snapshots. Truncation drops whole ledgers, so this holds only if
+// the log's ledgers roll at about the snapshot threshold; with the default
+// 64 MiB roll, a busy range that never restarts keeps up to 64 MiB of log
+// whatever --snapshot-log-mb says.
+TEST(KvDurabilityProcessTest, SnapshotsTruncateTheLogWithoutARestart) {
+  TempDir dir;
+  StandaloneServer server(dir.path() + "/data");
+  StandaloneFlags flags;
+  flags.snapshot_log_mb = 1;
+  ASSERT_TRUE(server.Start(flags).ok()) << server.LogTail();
+  ASSERT_TRUE(testing::CreateTable(server.admin(), "snap").ok());
+  // 8 MiB of overwrites of four keys: eight times the snapshot threshold.
+  for (int round = 0; round < 64; ++round) {
+    for (int k = 0; k < 4; ++k) {
+      v1::PutResponse resp;
+      grpc::Status s =
+          Put(server, "snap", absl::StrCat("key", k),
+              absl::StrFormat("r%03d-%s", round, std::string(32 << 10, 'a' + k)), &resp);
+      ASSERT_TRUE(s.ok()) << s.error_message() << server.LogTail();
+    }
+  }
+  v1::RangeInfo info;
+  for (absl::Time end = absl::Now() + absl::Seconds(10); absl::Now() < end;
+       absl::SleepFor(absl::Milliseconds(100))) {
+    auto got = OnlyRange(server, "snap");
+    ASSERT_TRUE(got.ok()) << got.status();
+    info = *got;
+    if (info.log_first_seqno() > 1) break;
+  }
+  EXPECT_GT(info.snapshot_seqno(), 0u) << info.ShortDebugString();
+  EXPECT_GT(info.log_first_seqno(), 1u)
+      << "8 MiB of log with --snapshot-log-mb 1 and nothing truncated (does the log's ledger "
+         "roll only at LogOptions::roll_bytes = 64 MiB?): "
+      << info.ShortDebugString();
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+TEST(KvDurabilityProcessTest, ThreeBookiesEveryAcknowledgedWriteSurvivesKill9) {
+  TempDir dir;
+  StandaloneServer server(dir.path() + "/data");
+  StandaloneFlags flags;
+  flags.bookies = 3;
+  ASSERT_TRUE(server.Start(flags).ok()) << server.LogTail();
+  ASSERT_TRUE(testing::CreateTable(server.admin(), "acks").ok());
+
+  CrashWorkload first("acks", "a/", /*threads_per_kind=*/2);
+  std::map<std::string, v1::KeyValue> first_outcome;
+  uint64_t epoch = 0;
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    auto info = OnlyRange(server, "acks");
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_GT(info->epoch(), epoch) << "each restart raises the log epoch";
+    epoch = info->epoch();
+
+    CrashWorkload second("acks", "b/", /*threads_per_kind=*/2);
+    CrashWorkload& workload = round == 0 ? first : second;
+    workload.Start(server.channel());
+    bool acked = workload.WaitForAcks(20, absl::Seconds(60));
+    for (const auto& e : workload.Errors()) ADD_FAILURE() << "writer error before the kill: " << e;
+    ASSERT_TRUE(acked) << "writers too slow";
+    server.Kill();
+    workload.StopAndJoin();
+    EXPECT_GT(workload.InFlight(), 0) << "the kill was meant to catch writes in flight";
+    ASSERT_TRUE(server.Start(flags).ok()) << server.LogTail();
+
+    auto scan = testing::ScanAll(server.kv(), "acks");
+    ASSERT_TRUE(scan.ok()) << scan.status();
+    auto state = testing::ToMap(scan->kvs);
+    workload.Verify(state, scan->revision);
+    std::map<std::string, v1::KeyValue> outcome(state.lower_bound("a/"), state.lower_bound("a0"));
+    if (round == 0) {
+      first_outcome = outcome;
+    } else {
+      // The first round's outcome, in-flight writes included, stays decided.
+      ASSERT_EQ(outcome.size(), first_outcome.size());
+      for (const auto& [key, kv] : first_outcome) {
+        EXPECT_EQ(testing::KvString(outcome[key]), testing::KvString(kv));
+      }
+    }
+  }
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// SIGTERM while writers are busy: the server finishes or refuses what is in
+// flight, exits 0, and after a restart every acknowledged write is there,
+// exactly as the live server showed it before.
+TEST(KvDurabilityProcessTest, SigtermWithWritesInFlightExitsZeroAndKeepsAcknowledgedWrites) {
+  TempDir dir;
+  StandaloneServer server(dir.path() + "/data");
+  ASSERT_TRUE(server.Start().ok()) << server.LogTail();
+  ASSERT_TRUE(testing::CreateTable(server.admin(), "term").ok());
+  // First the live state of a finished workload...
+  CrashWorkload first("term", "a/", /*threads_per_kind=*/2);
+  first.Start(server.channel());
+  ASSERT_TRUE(first.WaitForAcks(15, absl::Seconds(60)));
+  first.StopAndJoin();
+  auto live = testing::ScanAll(server.kv(), "term");
+  ASSERT_TRUE(live.ok()) << live.status();
+  {
+    SCOPED_TRACE("live, before any restart");
+    first.Verify(testing::ToMap(live->kvs), live->revision);
+  }
+  // ... then SIGTERM in the middle of a second one.
+  CrashWorkload second("term", "b/", /*threads_per_kind=*/2);
+  second.Start(server.channel());
+  bool acked = second.WaitForAcks(15, absl::Seconds(60));
+  for (const auto& e : second.Errors()) ADD_FAILURE() << "writer error before SIGTERM: " << e;
+  ASSERT_TRUE(acked) << "writers too slow";
+  EXPECT_EQ(server.Terminate(absl::Seconds(30)), 0) << server.LogTail();
+  second.StopAndJoin();
+  ASSERT_TRUE(server.Start().ok()) << server.LogTail();
+  auto scan = testing::ScanAll(server.kv(), "term");
+  ASSERT_TRUE(scan.ok()) << scan.status();
+  auto state = testing::ToMap(scan->kvs);
+  SCOPED_TRACE("after SIGTERM and restart");
+  second.Verify(state, scan->revision);
+  for (const auto& kv : live->kvs) {
+    EXPECT_EQ(testing::KvString(state[kv.key()]), testing::KvString(kv)) << "changed by a restart";
+  }
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// Range ids are never reused: a table dropped and created again under the
+// same name starts empty and never meets the old one's log or snapshots,
+// across clean restarts and kill -9.
+TEST(KvDurabilityProcessTest, RecreatedTableNeverSeesTheDroppedOnesData) {
+  TempDir dir;
+  StandaloneServer server(dir.path() + "/data");
+  StandaloneFlags flags;
+  flags.snapshot_log_mb = 1;
+  ASSERT_TRUE(server.Start(flags).ok()) << server.LogTail();
+  ASSERT_TRUE(testing::CreateTable(server.admin(), "t").ok());
+  for (int i = 0; i < 40; ++i) {
+    v1::PutResponse resp;
+    ASSERT_TRUE(
+        Put(server, "t", absl::StrCat("old", i % 5), std::string(32 << 10, 'o'), &resp).ok());
+  }
+  auto old_info = OnlyRange(server, "t");
+  ASSERT_TRUE(old_info.ok()) << old_info.status();
+  {
+    v1::DropTableRequest req;
+    req.set_name("t");
+    v1::DropTableResponse resp;
+    grpc::ClientContext ctx;
+    testing::SetDeadline(&ctx, absl::Seconds(30));
+    grpc::Status s = server.admin().DropTable(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  ASSERT_TRUE(testing::CreateTable(server.admin(), "t").ok());
+  auto new_info = OnlyRange(server, "t");
+  ASSERT_TRUE(new_info.ok()) << new_info.status();
+  EXPECT_NE(new_info->range_id(), old_info->range_id()) << "a range id was reused";
+  auto expect_only_new = [&](const std::string& when, int64_t want_keys) {
+    SCOPED_TRACE(when);
+    auto scan = testing::ScanAll(server.kv(), "t");
+    ASSERT_TRUE(scan.ok()) << scan.status();
+    EXPECT_EQ(static_cast<int64_t>(scan->kvs.size()), want_keys);
+    for (const auto& kv : scan->kvs)
+      EXPECT_EQ(kv.key().rfind("new", 0), 0u) << testing::KvString(kv);
+  };
+  ASSERT_NO_FATAL_FAILURE(expect_only_new("after re-creation", 0));
+  v1::PutResponse resp;
+  ASSERT_TRUE(Put(server, "t", "new0", "v", &resp).ok());
+  EXPECT_EQ(resp.prev_kv().key(), "");
+  ASSERT_EQ(server.Terminate(), 0) << server.LogTail();
+  ASSERT_TRUE(server.Start(flags).ok()) << server.LogTail();
+  ASSERT_NO_FATAL_FAILURE(expect_only_new("after a clean restart", 1));
+  ASSERT_TRUE(Put(server, "t", "new1", "v", &resp).ok());
+  server.Kill();
+  ASSERT_TRUE(server.Start(flags).ok()) << server.LogTail();
+  ASSERT_NO_FATAL_FAILURE(expect_only_new("after kill -9", 2));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// The crash checker itself: on the state of a clean run it reports
+// nothing, and it reports a lost acknowledged increment and half a txn.
+TEST(KvDurabilityProcessTest, CrashCheckerFlagsLostAndHalfAppliedWrites) {
+  TempDir dir;
+  StandaloneServer server(dir.path() + "/data");
+  ASSERT_TRUE(server.Start().ok()) << server.LogTail();
+  ASSERT_TRUE(testing::CreateTable(server.admin(), "check").ok());
+  CrashWorkload workload("check", "c/", /*threads_per_kind=*/1);
+  workload.Start(server.channel());
+  ASSERT_TRUE(workload.WaitForAcks(5, absl::Seconds(60)));
+  workload.StopAndJoin();  // no kill: every write acknowledged
+  ASSERT_EQ(workload.InFlight(), 0);
+  auto scan = testing::ScanAll(server.kv(), "check");
+  ASSERT_TRUE(scan.ok()) << scan.status();
+  auto state = testing::ToMap(scan->kvs);
+  workload.Verify(state, scan->revision);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+
+  auto lost = state;
+  ASSERT_EQ(lost.erase("c/inc-0/ctr"), 1u);
+  EXPECT_NONFATAL_FAILURE(workload.Verify(lost, scan->revision), "counter 0");
+  auto half = state;
+  ASSERT_EQ(half.count("c/txn-0/b"), 1u);
+  half["c/txn-0/b"].set_value("tok-0");
+  EXPECT_NONFATAL_FAILURE(workload.Verify(half, scan->revision), "half a txn");
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+}  // namespace
+}  // namespace ledgerkv
