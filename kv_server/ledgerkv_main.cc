@@ -20,6 +20,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "base/malloc_tuning.h"
 #include "kv_server/standalone.h"
 #include "ledger/bookie/bookie_server.h"
 
@@ -177,6 +178,7 @@ int RunStandalone(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ledgerkv::TuneMallocForServer();
   if (argc < 2) return Usage("missing command");
   const std::string_view command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);

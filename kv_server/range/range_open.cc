@@ -1,4 +1,5 @@
 // Range::Open: recovery of a range (docs/range-server.md, "Recovery").
+#include <future>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -66,7 +67,7 @@ absl::StatusOr<int64_t> Replay(const RangeOptions& options, const RangeDescripto
     bytes = 0;
     return absl::OkStatus();
   };
-  RETURN_IF_ERROR(reader->ReadThrough(last, [&](const wal::LogRecord& record) -> absl::Status {
+  auto visit = [&](const wal::LogRecord& record) -> absl::Status {
     range::v1::Effect& effect = effects.emplace_back();
     if (!effect.ParseFromString(record.data)) {
       return absl::DataLossError(absl::StrCat("range ", descriptor.range_id, ": log record ",
@@ -83,7 +84,35 @@ absl::StatusOr<int64_t> Replay(const RangeOptions& options, const RangeDescripto
     bytes += record.data.size();
     if (effects.size() >= kReplayBatchRecords || bytes >= kReplayBatchBytes) return flush();
     return absl::OkStatus();
-  }));
+  };
+  // Reading the next chunk from the bookies overlaps with decoding and
+  // applying the current one (reads were two thirds of replay time when
+  // done in turn). One Next() runs at a time; the reader is not touched
+  // while it runs.
+  using Chunk = absl::StatusOr<std::vector<wal::LogRecord>>;
+  auto fetch = [&reader, last]() -> Chunk { return reader->Next(last); };
+  std::future<Chunk> next = std::async(std::launch::async, fetch);
+  for (;;) {
+    Chunk records = next.get();
+    if (!records.ok()) return records.status();
+    if (records->empty()) {
+      if (reader->position() > last) break;
+      return absl::OutOfRangeError(absl::StrCat("range ", descriptor.range_id, ": log ends at seqno ",
+                                                reader->position() - 1, " before ", last));
+    }
+    const bool more = reader->position() <= last;
+    if (more) next = std::async(std::launch::async, fetch);
+    absl::Status visited;
+    for (const wal::LogRecord& record : *records) {
+      visited = visit(record);
+      if (!visited.ok()) break;
+    }
+    if (!visited.ok()) {
+      if (more) static_cast<void>(next.get());  // the reader must outlive the fetch
+      return visited;
+    }
+    if (!more) break;
+  }
   RETURN_IF_ERROR(flush());
   return replayed;
 }
