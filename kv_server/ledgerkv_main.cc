@@ -1,5 +1,6 @@
 // The `ledgerkv` binary: one executable, one subcommand per process role.
 //   ledgerkv bookie --data-dir DIR --listen HOST:PORT [--bookie-id ID] [--no-sync]
+//                   [--metadata etcd://HOST:PORT[,HOST:PORT...] | embedded:///DIR] [--cluster NAME]
 //   ledgerkv standalone --data-dir DIR --listen HOST:PORT [--bookies N]
 //       [--snapshot-log-mb M] [--snapshot-interval-s S] [--no-sync]
 // Other roles (server, ...) are not implemented yet.
@@ -23,6 +24,7 @@
 #include "base/malloc_tuning.h"
 #include "kv_server/standalone.h"
 #include "ledger/bookie/bookie_server.h"
+#include "metadata/open_store.h"
 
 namespace {
 
@@ -32,8 +34,11 @@ constexpr char kUsage[] =
     "usage: ledgerkv <command> [flags]\n"
     "commands:\n"
     "  bookie --data-dir DIR --listen HOST:PORT [--bookie-id ID] [--no-sync]\n"
+    "         [--metadata etcd://HOST:PORT[,HOST:PORT...]] [--cluster NAME]\n"
     "      run a bookie (ledger storage node). --no-sync skips fdatasync on adds:\n"
     "      acknowledged entries can be lost on power failure (off by default).\n"
+    "      with --metadata the bookie registers itself (ephemeral), checks its cookie\n"
+    "      and reclaims the space of deleted ledgers.\n"
     "  standalone --data-dir DIR --listen HOST:PORT [--bookies N] [--snapshot-log-mb M]\n"
     "             [--snapshot-interval-s S] [--no-sync]\n"
     "      run the whole KV store in one process: metadata in DIR/metadata, N in-process\n"
@@ -62,6 +67,7 @@ sigset_t BlockShutdownSignals() {
 int RunBookie(const std::vector<std::string>& args) {
   ledgerkv::bookie::BookieOptions options;
   options.listen.clear();
+  std::string metadata_uri;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](std::string* out) {
@@ -76,6 +82,10 @@ int RunBookie(const std::vector<std::string>& args) {
       ok = value(&options.listen);
     } else if (a == "--bookie-id") {
       ok = value(&options.bookie_id);
+    } else if (a == "--metadata") {
+      ok = value(&metadata_uri);
+    } else if (a == "--cluster") {
+      ok = value(&options.cluster);
     } else if (a == "--no-sync") {
       options.sync = false;
     } else if (a == "--help" || a == "-h") {
@@ -95,6 +105,19 @@ int RunBookie(const std::vector<std::string>& args) {
   }
 
   sigset_t signals = BlockShutdownSignals();
+  // With a metadata store the bookie registers itself (ephemeral, with its
+  // instance id), checks its cookie and collects deleted ledgers.
+  std::unique_ptr<ledgerkv::metadata::MetadataStore> store;
+  if (!metadata_uri.empty()) {
+    auto opened = ledgerkv::metadata::OpenMetadataStore(metadata_uri);
+    if (!opened.ok()) {
+      absl::FPrintF(stderr, "ledgerkv bookie: --metadata %s: %s\n", metadata_uri,
+                    opened.status().ToString());
+      return 1;
+    }
+    store = std::move(*opened);
+    options.metadata = store.get();
+  }
   auto server = ledgerkv::bookie::BookieServer::Start(options);
   if (!server.ok()) {
     absl::FPrintF(stderr, "ledgerkv bookie: %s\n", server.status().ToString());

@@ -1,7 +1,8 @@
 // The metadata store interface (ARCHITECTURE.md section 3): a small,
 // strongly consistent, versioned key-value store with CAS, prefix listing,
 // watches and sessions. Implementations: embedded (embedded_store.h, one
-// process, durable on local disk) and etcd (cluster mode, a later issue).
+// process, durable on local disk) and etcd (etcd_store.h, cluster mode); open
+// either by URI with OpenMetadataStore (open_store.h).
 // Both pass metadata_contract_test.h.
 //
 // Versions follow etcd: the store keeps one global revision counter, raised
