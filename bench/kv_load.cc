@@ -232,12 +232,14 @@ absl::StatusOr<Target> ParseTarget(absl::string_view name) {
 }
 
 absl::StatusOr<Workload> ParseWorkload(absl::string_view name) {
+  // `mixed` is the name for the read-mostly mix.
+  if (name == "mixed") return Workload::kMixed90;
   for (Workload w : {Workload::kPut, Workload::kGet, Workload::kGetSerializable, Workload::kTxn,
                      Workload::kMixed90, Workload::kMixed50, Workload::kScan}) {
     if (name == WorkloadName(w)) return w;
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown workload '", name, "' (put|get|get-serializable|txn|mixed90|mixed50|scan)"));
+      "unknown workload '", name, "' (put|get|get-serializable|txn|mixed (= mixed90)|mixed90|mixed50|scan)"));
 }
 
 std::string TargetName(Target target) {

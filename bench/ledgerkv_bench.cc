@@ -1,7 +1,7 @@
 // ledgerkv-bench: the same KV workloads against ledgerkv or etcd.
 //
 //   ledgerkv-bench --endpoint HOST:PORT [--target ledgerkv|etcd]
-//       put|get|get-serializable|txn|mixed90|mixed50|scan
+//       put|get|get-serializable|txn|mixed|mixed90|mixed50|scan
 //       [--clients N] [--conns M] [--threads T] [--key-size K] [--value-size V]
 //       [--keys KEYSPACE] [--total T | --duration S] [--table NAME]
 //       [--timeout S] [--no-preload] [--seed X] [--server-pid PID] [-o text|json]
@@ -27,7 +27,7 @@ constexpr double kMaxErrorRate = 0.01;
 
 constexpr char kUsage[] =
     "usage: ledgerkv-bench --endpoint HOST:PORT [--target ledgerkv|etcd]\n"
-    "    put|get|get-serializable|txn|mixed90|mixed50|scan\n"
+    "    put|get|get-serializable|txn|mixed|mixed90|mixed50|scan\n"
     "    [--clients N=16] [--conns M=1] [--threads T=2] [--key-size K=16]\n"
     "    [--value-size V=256] [--keys KEYSPACE=10000] [--total T | --duration S=10]\n"
     "    [--table NAME=default] [--timeout S=10] [--no-preload] [--seed X]\n"

@@ -3,6 +3,8 @@
 //                   [--metadata etcd://HOST:PORT[,HOST:PORT...] | embedded:///DIR] [--cluster NAME]
 //   ledgerkv standalone --data-dir DIR --listen HOST:PORT [--bookies N]
 //       [--snapshot-log-mb M] [--snapshot-interval-s S] [--no-sync]
+//   ledgerkv ledger --metadata URI [--cluster NAME] list|show ID|read ID|recover ID|delete ID
+//       (operator commands, kv_server/ledger_cli.h)
 // Other roles (server, ...) are not implemented yet.
 //
 // Each prints exactly one line to stdout when it serves (tests and scripts
@@ -22,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "base/malloc_tuning.h"
+#include "kv_server/ledger_cli.h"
 #include "kv_server/standalone.h"
 #include "ledger/bookie/bookie_server.h"
 #include "metadata/open_store.h"
@@ -49,7 +52,7 @@ constexpr char kUsage[] =
 
 int Usage(const std::string& error) {
   if (!error.empty()) absl::FPrintF(stderr, "ledgerkv: %s\n", error);
-  absl::FPrintF(stderr, "%s", kUsage);
+  absl::FPrintF(stderr, "%s%s", kUsage, ledgerkv::kv::kLedgerCliUsage);
   return kExitUsage;
 }
 
@@ -208,10 +211,11 @@ int main(int argc, char** argv) {
   if (command == "bookie") return RunBookie(args);
   if (command == "standalone") return RunStandalone(args);
   if (command == "--help" || command == "-h" || command == "help") {
-    absl::FPrintF(stdout, "%s", kUsage);
+    absl::FPrintF(stdout, "%s%s", kUsage, ledgerkv::kv::kLedgerCliUsage);
     return 0;
   }
-  if (command == "server" || command == "ledger" || command == "cluster") {
+  if (command == "ledger") return ledgerkv::kv::RunLedgerCli(args);
+  if (command == "server" || command == "cluster") {
     absl::FPrintF(stderr, "ledgerkv %s: not yet implemented\n", command);
     return kExitUsage;
   }

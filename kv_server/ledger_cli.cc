@@ -1,0 +1,254 @@
+#include "kv_server/ledger_cli.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "ledger/ledger_client.h"
+#include "metadata/open_store.h"
+#include "proto/metadata.pb.h"
+
+namespace ledgerkv::kv {
+
+const char kLedgerCliUsage[] =
+    "  ledger --metadata URI [--cluster NAME] <list | show ID | read ID [--from N] [--to M] |\n"
+    "         recover ID | delete ID>\n"
+    "      operator commands on ledgers. list: every ledger with state, E/Qw/Qa and last\n"
+    "      entry. show: its metadata. read: entries N..M (default 0..LAC) without\n"
+    "      recovery. recover: fence and close it, print its last entry id. delete: remove\n"
+    "      its metadata (bookies reclaim the entries). URI: etcd://HOST:PORT or\n"
+    "      embedded:///DIR (the embedded store must not be open in another process).\n";
+
+namespace {
+
+using meta::v1::LedgerMetadata;
+
+// Entries fetched per Read call, so that a long ledger is not held in memory.
+constexpr int64_t kReadBatch = 256;
+// Bytes of each payload shown by `read`.
+constexpr size_t kShownPayloadBytes = 64;
+
+struct Output {
+  std::string* out;
+  std::string* err;
+
+  int Fail(const absl::Status& status) {
+    absl::StrAppend(err, "ledgerkv ledger: ", status.ToString(), "\n");
+    return kLedgerCliExitFailure;
+  }
+  int Usage(absl::string_view message) {
+    absl::StrAppend(err, "ledgerkv ledger: ", message, "\nusage:\n", kLedgerCliUsage);
+    return kLedgerCliExitUsage;
+  }
+};
+
+std::string StateName(meta::v1::LedgerState state) {
+  switch (state) {
+    case meta::v1::OPEN:
+      return "OPEN";
+    case meta::v1::IN_RECOVERY:
+      return "IN_RECOVERY";
+    case meta::v1::CLOSED:
+      return "CLOSED";
+    default:
+      return absl::StrCat("UNKNOWN(", static_cast<int>(state), ")");
+  }
+}
+
+// The last entry id is only known for a CLOSED ledger (an open one's LAC
+// lives on the bookies).
+std::string LastEntry(const LedgerMetadata& m) {
+  return m.state() == meta::v1::CLOSED ? absl::StrCat(m.last_entry_id()) : "-";
+}
+
+std::string Show(const LedgerMetadata& m) {
+  std::string s = absl::StrFormat(
+      "ledger %d\n  state: %s\n  ensemble_size: %d  write_quorum: %d  ack_quorum: %d\n"
+      "  last_entry_id: %s\n  length: %d\n  ctime_unix_ms: %d\n  segments:\n",
+      m.id(), StateName(m.state()), m.ensemble_size(), m.write_quorum(), m.ack_quorum(),
+      LastEntry(m), m.length(), m.ctime_unix_ms());
+  for (const auto& seg : m.segments()) {
+    absl::StrAppend(&s, "    from entry ", seg.first_entry_id(), ":");
+    for (int i = 0; i < seg.bookies_size(); ++i) {
+      absl::StrAppend(&s, " ", seg.bookies(i));
+      if (i < seg.bookie_instances_size()) absl::StrAppend(&s, "(", seg.bookie_instances(i), ")");
+    }
+    absl::StrAppend(&s, "\n");
+  }
+  // Sorted: a proto map iterates in unspecified order.
+  std::vector<std::pair<std::string, std::string>> custom(m.custom().begin(), m.custom().end());
+  std::sort(custom.begin(), custom.end());
+  absl::StrAppend(&s, "  custom:", custom.empty() ? " (none)" : "", "\n");
+  for (const auto& [k, v] : custom) {
+    absl::StrAppend(&s, "    ", absl::CEscape(k), " = ", absl::CEscape(v), "\n");
+  }
+  return s;
+}
+
+int List(metadata::MetadataStore* store, const std::string& cluster, Output& o) {
+  const metadata::Keys keys(cluster);
+  auto kvs = store->List(keys.LedgersPrefix());
+  if (!kvs.ok()) return o.Fail(kvs.status());
+  absl::StrAppend(o.out, absl::StrFormat("%-20s %-12s %-10s %s\n", "LEDGER", "STATE", "E/QW/QA",
+                                         "LAST_ENTRY"));
+  for (const auto& kv : *kvs) {
+    uint64_t id = 0;
+    if (!keys.ParseLedgerKey(kv.key, &id)) continue;  // not a ledger record
+    LedgerMetadata m;
+    if (!m.ParseFromString(kv.value)) {
+      absl::StrAppend(o.err, "ledgerkv ledger: ", kv.key, ": unparsable metadata\n");
+      continue;
+    }
+    absl::StrAppend(
+        o.out, absl::StrFormat("%-20d %-12s %-10s %s\n", id, StateName(m.state()),
+                               absl::StrCat(m.ensemble_size(), "/", m.write_quorum(), "/",
+                                            m.ack_quorum()),
+                               LastEntry(m)));
+  }
+  return 0;
+}
+
+int Read(ledger::LedgerClient* client, uint64_t id, int64_t from, int64_t to, Output& o) {
+  auto reader = client->OpenLedger(id, ledger::OpenMode::kNoRecovery);
+  if (!reader.ok()) return o.Fail(reader.status());
+  // An open ledger's reader starts with the LAC it learned when opening;
+  // refresh once so "all" means everything confirmed now.
+  int64_t last = (*reader)->last_readable();
+  if (!(*reader)->closed()) {
+    auto lac = (*reader)->ReadLac();
+    if (!lac.ok()) return o.Fail(lac.status());
+    last = *lac;
+  }
+  if (to < 0) to = last;
+  if (to > last) {
+    return o.Fail(absl::OutOfRangeError(
+        absl::StrCat("--to ", to, " is beyond the last readable entry ", last)));
+  }
+  for (int64_t first = from; first <= to; first += kReadBatch) {
+    const int64_t batch_last = std::min(to, first + kReadBatch - 1);
+    auto entries = (*reader)->Read(first, batch_last);
+    if (!entries.ok()) return o.Fail(entries.status());
+    for (const auto& e : *entries) {
+      absl::string_view shown = e.payload;
+      shown = shown.substr(0, kShownPayloadBytes);
+      absl::StrAppend(o.out, "entry ", e.entry_id, " ", e.payload.size(),
+                      " bytes: ", absl::CEscape(shown), "\n");
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
+                     const std::vector<std::string>& command, std::string* out, std::string* err) {
+  Output o{out, err};
+  if (command.empty()) return o.Usage("missing command");
+  const std::string& verb = command[0];
+  if (verb == "list") {
+    if (command.size() != 1) return o.Usage("list takes no arguments");
+    return List(store, cluster, o);
+  }
+  if (verb != "show" && verb != "read" && verb != "recover" && verb != "delete") {
+    return o.Usage(absl::StrCat("unknown command \"", verb, "\""));
+  }
+  if (command.size() < 2) return o.Usage(absl::StrCat(verb, " needs a ledger id"));
+  uint64_t id = 0;
+  if (!absl::SimpleAtoi(command[1], &id)) {
+    return o.Usage(absl::StrCat("bad ledger id \"", command[1], "\""));
+  }
+  int64_t from = 0;
+  int64_t to = -1;  // -1: up to the last readable entry
+  // Flags come in pairs: "--from N", "--to M".
+  for (size_t i = 2; i < command.size(); i += 2) {
+    const std::string& a = command[i];
+    if (verb != "read" || (a != "--from" && a != "--to")) {
+      return o.Usage(absl::StrCat(verb, ": unexpected argument \"", a, "\""));
+    }
+    int64_t* target = a == "--from" ? &from : &to;
+    if (i + 1 >= command.size() || !absl::SimpleAtoi(command[i + 1], target) || *target < 0) {
+      return o.Usage(absl::StrCat(a, " needs a non-negative entry id"));
+    }
+  }
+  if (to >= 0 && to < from) return o.Usage("--to is below --from");
+
+  ledger::ClientOptions options;
+  options.metadata = store;
+  options.cluster = cluster;
+  auto client = ledger::LedgerClient::Create(options);
+  if (!client.ok()) return o.Fail(client.status());
+
+  if (verb == "show") {
+    auto m = (*client)->GetLedgerMetadata(id);
+    if (!m.ok()) return o.Fail(m.status());
+    absl::StrAppend(out, Show(*m));
+    return 0;
+  }
+  if (verb == "read") return Read(client->get(), id, from, to, o);
+  if (verb == "recover") {
+    auto reader = (*client)->OpenLedger(id, ledger::OpenMode::kRecover);
+    if (!reader.ok()) return o.Fail(reader.status());
+    const LedgerMetadata m = (*reader)->metadata();
+    absl::StrAppend(out, "ledger ", id, " ", StateName(m.state()), " last_entry_id ",
+                    m.last_entry_id(), "\n");
+    return 0;
+  }
+  // delete
+  absl::Status deleted = (*client)->DeleteLedger(id);
+  if (!deleted.ok()) return o.Fail(deleted);
+  absl::StrAppend(out, "ledger ", id, " deleted\n");
+  return 0;
+}
+
+int RunLedgerCli(const std::vector<std::string>& args) {
+  std::string metadata_uri;
+  std::string cluster = "default";
+  std::vector<std::string> command;
+  std::string out;
+  std::string err;
+  Output o{&out, &err};
+  int code = -1;
+  for (size_t i = 0; i < args.size() && code < 0; ++i) {
+    const std::string& a = args[i];
+    if (a == "--metadata" || a == "--cluster") {
+      if (i + 1 >= args.size()) {
+        code = o.Usage(a + " needs a value");
+        break;
+      }
+      (a == "--metadata" ? metadata_uri : cluster) = args[++i];
+    } else if (a == "--help" || a == "-h") {
+      absl::FPrintF(stdout, "usage:\n%s", kLedgerCliUsage);
+      return 0;
+    } else {
+      command.push_back(a);
+    }
+  }
+  if (code < 0 && metadata_uri.empty()) code = o.Usage("--metadata is required");
+  if (code < 0 && cluster.empty()) code = o.Usage("--cluster must not be empty");
+  if (code < 0 && command.empty()) code = o.Usage("missing command");
+  if (code < 0) {
+    auto store = metadata::OpenMetadataStore(metadata_uri);
+    if (!store.ok()) {
+      code = o.Fail(store.status());
+    } else {
+      code = RunLedgerCommand(store->get(), cluster, command, &out, &err);
+    }
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fwrite(err.data(), 1, err.size(), stderr);
+  std::fflush(stdout);
+  return code;
+}
+
+}  // namespace ledgerkv::kv
