@@ -13,9 +13,35 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/debugging/failure_signal_handler.h"
+#include "absl/debugging/symbolize.h"
 #include "absl/strings/str_cat.h"
 
 namespace ledgerkv::testing {
+namespace {
+
+// Every test linking this library prints a symbolized stack trace when it
+// crashes (e.g. an abort inside a library), so a rare crash in CI leaves
+// something to debug. The handler re-raises the signal: the test still
+// fails the same way.
+// Not under ASan, whose own handlers report more.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LEDGERKV_TEST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define LEDGERKV_TEST_ASAN 1
+#endif
+#ifndef LEDGERKV_TEST_ASAN
+[[maybe_unused]] const bool kCrashHandlerInstalled = [] {
+  absl::InitializeSymbolizer("/proc/self/exe");
+  absl::InstallFailureSignalHandler(absl::FailureSignalHandlerOptions());
+  return true;
+}();
+#endif
+
+}  // namespace
 
 std::string BinaryPath(const std::string& relative) {
   const char* dir = std::getenv("LEDGERKV_BIN_DIR");
