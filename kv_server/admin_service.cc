@@ -29,7 +29,11 @@ void AdminService::FillRanges(const meta::TableMetadata& table,
     info->set_start(spec.start());
     info->set_end(spec.end());
     absl::StatusOr<RangeStats> stats = host_->Stats(spec.range_id());
-    if (!stats.ok()) continue;  // not serving: no owner, no counters
+    if (!stats.ok()) {
+      // Not serving here: the owner elsewhere (cluster mode), no counters.
+      info->set_owner(host_->OwnerOf(spec.range_id()));
+      continue;
+    }
     info->set_owner(owner);
     info->set_revision(stats->revision);
     info->set_key_count(stats->key_count);

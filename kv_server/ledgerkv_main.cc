@@ -3,14 +3,18 @@
 //                   [--metadata etcd://HOST:PORT[,HOST:PORT...] | embedded:///DIR] [--cluster NAME]
 //   ledgerkv standalone --data-dir DIR --listen HOST:PORT [--bookies N]
 //       [--snapshot-log-mb M] [--snapshot-interval-s S] [--no-sync]
+//   ledgerkv server --data-dir DIR --listen HOST:PORT --metadata etcd://HOST:PORT[,...]
+//       [--cluster NAME] [--server-id ID] [--lease-ttl-s S] [--ensemble E --write-quorum W
+//       --ack-quorum A] [--snapshot-log-mb M] [--snapshot-interval-s S]
+//       (cluster mode, kv_server/cluster/cluster_server.h)
 //   ledgerkv ledger --metadata URI [--cluster NAME] list|show ID|read ID|recover ID|delete ID
 //       (operator commands, kv_server/ledger_cli.h)
-// Other roles (server, ...) are not implemented yet.
 //
 // Each prints exactly one line to stdout when it serves (tests and scripts
 // parse it):
 //   bookie <id> listening on <addr> instance <instance id>
 //   ledgerkv standalone serving on <addr>
+//   ledgerkv server <id> serving on <addr> instance <instance id>
 // Everything else goes to stderr. SIGTERM and SIGINT shut it down cleanly
 // (exit 0).
 #include <csignal>
@@ -24,6 +28,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "base/malloc_tuning.h"
+#include "kv_server/cluster/cluster_server.h"
 #include "kv_server/ledger_cli.h"
 #include "kv_server/standalone.h"
 #include "ledger/bookie/bookie_server.h"
@@ -48,7 +53,13 @@ constexpr char kUsage[] =
     "      bookies in DIR/bookies (default 1; every write goes to all of them), ranges in\n"
     "      DIR/ranges. Snapshots after M MiB of log (default 64) or S seconds with writes\n"
     "      (default 600). Prints \"ledgerkv standalone serving on <addr>\" when ready.\n"
-    "  server    (not yet implemented)\n";
+    "  server --data-dir DIR --listen HOST:PORT --metadata etcd://HOST:PORT[,HOST:PORT...]\n"
+    "         [--cluster NAME] [--server-id ID] [--lease-ttl-s S] [--ensemble E]\n"
+    "         [--write-quorum W] [--ack-quorum A] [--snapshot-log-mb M] [--snapshot-interval-s S]\n"
+    "      run a range server of a cluster (docs/cluster.md): registers in etcd (id defaults\n"
+    "      to the listen address), serves the ranges the controller assigns it, redirects\n"
+    "      the others. Logs and snapshots on E bookies (default 3), W copies (3), A acks (2).\n"
+    "      Lease TTL S seconds (default 5): failover takes about that long.\n";
 
 int Usage(const std::string& error) {
   if (!error.empty()) absl::FPrintF(stderr, "ledgerkv: %s\n", error);
@@ -201,6 +212,82 @@ int RunStandalone(const std::vector<std::string>& args) {
   return 0;
 }
 
+int RunServer(const std::vector<std::string>& args) {
+  ledgerkv::kv::ClusterServerOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    std::string v;
+    auto value = [&]() {
+      if (i + 1 >= args.size()) return false;
+      v = args[++i];
+      return true;
+    };
+    auto positive = [&](int64_t* out) { return value() && absl::SimpleAtoi(v, out) && *out > 0; };
+    bool ok = true;
+    int64_t n = 0;
+    if (a == "--data-dir") {
+      ok = value();
+      options.data_dir = v;
+    } else if (a == "--listen") {
+      ok = value();
+      options.listen = v;
+    } else if (a == "--metadata") {
+      ok = value();
+      options.metadata = v;
+    } else if (a == "--cluster") {
+      ok = value();
+      options.cluster = v;
+    } else if (a == "--server-id") {
+      ok = value();
+      options.server_id = v;
+    } else if (a == "--lease-ttl-s") {
+      ok = positive(&n);
+      options.lease_ttl = absl::Seconds(n);
+    } else if (a == "--ensemble") {
+      ok = positive(&n);
+      options.ensemble_size = static_cast<int>(n);
+    } else if (a == "--write-quorum") {
+      ok = positive(&n);
+      options.write_quorum = static_cast<int>(n);
+    } else if (a == "--ack-quorum") {
+      ok = positive(&n);
+      options.ack_quorum = static_cast<int>(n);
+    } else if (a == "--snapshot-log-mb") {
+      ok = positive(&n);
+      options.snapshot_log_bytes = n << 20;
+    } else if (a == "--snapshot-interval-s") {
+      ok = positive(&n);
+      options.snapshot_interval = absl::Seconds(n);
+    } else if (a == "--help" || a == "-h") {
+      absl::FPrintF(stdout, "%s", kUsage);
+      return 0;
+    } else {
+      return Usage("server: unknown flag " + a);
+    }
+    if (!ok) return Usage("server: " + a + " needs a value (a positive integer for numbers)");
+  }
+  if (options.data_dir.empty()) return Usage("server: --data-dir is required");
+  if (options.listen.empty()) return Usage("server: --listen is required");
+  if (options.metadata.empty()) return Usage("server: --metadata is required");
+
+  sigset_t signals = BlockShutdownSignals();
+  auto server = ledgerkv::kv::ClusterServer::Start(options);
+  if (!server.ok()) {
+    absl::FPrintF(stderr, "ledgerkv server: %s\n", server.status().ToString());
+    return 1;
+  }
+  absl::FPrintF(stdout, "ledgerkv server %s serving on %s instance %s\n", (*server)->server_id(),
+                (*server)->address(), (*server)->instance_id());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  absl::FPrintF(stderr, "ledgerkv server: %s, shutting down\n", strsignal(sig));
+  (*server)->Shutdown();
+  absl::FPrintF(stderr, "ledgerkv server: stopped\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -210,6 +297,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "bookie") return RunBookie(args);
   if (command == "standalone") return RunStandalone(args);
+  if (command == "server") return RunServer(args);
   if (command == "--help" || command == "-h" || command == "help") {
     absl::FPrintF(stdout, "%s%s", kUsage, ledgerkv::kv::kLedgerCliUsage);
     return 0;

@@ -103,6 +103,14 @@ absl::Status RangeHost::OpenSlot(uint64_t id) {
     slot.generation = generation;
     slot.error = absl::OkStatus();
   }
+  if (options_.may_open && !options_.may_open(id)) {
+    absl::MutexLock l(&mu_);
+    auto it = slots_.find(id);
+    if (it != slots_.end() && it->second.generation == generation) slots_.erase(it);
+    cv_.SignalAll();
+    return RetrySafe(absl::UnavailableError(
+        absl::StrCat("range ", id, " of table ", descriptor.table, " is not assigned here")));
+  }
   options.data_dir = RangeDir(id);
   options.on_failed = [this, id, generation](const absl::Status& why) {
     OnFailed(id, generation, why);
@@ -205,6 +213,7 @@ void RangeHost::ReopenLoop() {
 
 absl::Status RangeHost::DestroyRange(const meta::RangeMetadata& range) {
   const uint64_t id = range.range_id();
+  if (options_.before_destroy) RETURN_IF_ERROR(options_.before_destroy(id));
   std::shared_ptr<Range> serving;
   {
     absl::MutexLock l(&mu_);
@@ -274,6 +283,53 @@ absl::StatusOr<RangeStats> RangeHost::Stats(uint64_t range_id) {
   return range->stats();
 }
 
+void RangeHost::Adopt(const RangeDescriptor& descriptor) {
+  absl::MutexLock l(&mu_);
+  if (shutdown_ || slots_.contains(descriptor.range_id)) return;
+  Slot& slot = slots_[descriptor.range_id];
+  slot.descriptor = descriptor;
+  slot.state = State::kFailed;  // the reopen thread opens it
+  slot.retry_at = absl::InfinitePast();
+  slot.backoff = options_.min_backoff;
+  cv_.SignalAll();
+}
+
+void RangeHost::Release(uint64_t range_id) {
+  std::shared_ptr<Range> serving;
+  {
+    absl::MutexLock l(&mu_);
+    while (slots_.contains(range_id) && slots_.at(range_id).state == State::kOpening) {
+      cv_.Wait(&mu_);
+    }
+    auto it = slots_.find(range_id);
+    if (it == slots_.end()) return;
+    serving = std::move(it->second.range);
+    slots_.erase(it);
+  }
+  if (serving == nullptr) return;
+  absl::Status closed = serving->Close();
+  if (!closed.ok()) {
+    absl::FPrintF(stderr, "ledgerkv: range %d: close on release: %s\n", range_id,
+                  closed.ToString());
+  }
+}
+
+std::vector<uint64_t> RangeHost::Known() const {
+  absl::MutexLock l(&mu_);
+  std::vector<uint64_t> ids;
+  for (const auto& [id, slot] : slots_) ids.push_back(id);
+  return ids;
+}
+
+std::string RangeHost::OwnerOf(uint64_t range_id) const {
+  {
+    absl::MutexLock l(&mu_);
+    auto it = slots_.find(range_id);
+    if (it != slots_.end() && it->second.state == State::kServing) return owner_;
+  }
+  return options_.owner_of ? options_.owner_of(range_id) : std::string();
+}
+
 void RangeHost::set_owner(std::string address) {
   absl::MutexLock l(&mu_);
   owner_ = std::move(address);
@@ -292,16 +348,27 @@ absl::StatusOr<std::shared_ptr<const meta::TableMetadata>> RangeHost::Table(
 
 absl::StatusOr<std::shared_ptr<Range>> RangeHost::Serving(const meta::TableMetadata& table,
                                                           const meta::RangeSpec& spec) {
-  absl::MutexLock l(&mu_);
-  auto it = slots_.find(spec.range_id());
-  if (it != slots_.end() && it->second.state == State::kServing) return it->second.range;
   std::string why = "recovering";
-  if (shutdown_) {
-    why = "shutting down";
-  } else if (it == slots_.end()) {
-    why = "not opened yet";
-  } else if (!it->second.error.ok()) {
-    why = absl::StrCat("recovering; last error: ", it->second.error.message());
+  {
+    absl::MutexLock l(&mu_);
+    auto it = slots_.find(spec.range_id());
+    if (it != slots_.end() && it->second.state == State::kServing) return it->second.range;
+    if (shutdown_) {
+      why = "shutting down";
+    } else if (it == slots_.end()) {
+      why = options_.owner_of ? std::string() : "not opened yet";
+    } else if (!it->second.error.ok()) {
+      why = absl::StrCat("recovering; last error: ", it->second.error.message());
+    }
+  }
+  if (why.empty()) {
+    // Cluster mode, a range this server does not own: name the owner.
+    const std::string owner = options_.owner_of(spec.range_id());
+    return RetrySafe(
+        absl::UnavailableError(absl::StrCat(
+            "range ", spec.range_id(), " of table ", table.name(), " is not served here (",
+            owner.empty() ? std::string("no owner yet") : absl::StrCat("owner ", owner), ")")),
+        owner);
   }
   return RetrySafe(absl::UnavailableError(absl::StrCat(
       "range ", spec.range_id(), " of table ", table.name(), " is not being served (", why, ")")));

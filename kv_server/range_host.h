@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -70,6 +71,18 @@ struct RangeHostOptions {
   // Reopen backoff after a failure: doubles from min to max.
   absl::Duration min_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);
+
+  // Cluster mode (docs/cluster.md); empty in standalone mode.
+  // Asked right before every open attempt (first or retry): false drops
+  // the range from this host instead of opening it (it moved elsewhere, or
+  // this server's lease is not valid). Called without the host's lock.
+  std::function<bool(uint64_t range_id)> may_open;
+  // The address of the process serving a range not served here ("" if
+  // unknown), for redirects and DescribeTable.
+  std::function<std::string(uint64_t range_id)> owner_of;
+  // Called by DestroyRange before anything is deleted (cluster mode: drop
+  // the range's assignment so that its owner stops serving it).
+  std::function<absl::Status(uint64_t range_id)> before_destroy;
 };
 
 class RangeHost final : public RangeLocator {
@@ -101,6 +114,21 @@ class RangeHost final : public RangeLocator {
   // already gone is skipped. Returns the first error (the rest is still
   // attempted).
   absl::Status DestroyRange(const meta::v1::RangeMetadata& range);
+
+  // Cluster mode: starts serving `descriptor` here, opening it on the
+  // reopen thread (does not block). A range already known is left alone.
+  void Adopt(const RangeDescriptor& descriptor) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Cluster mode: stops serving the range (waiting for an open in
+  // progress) and closes it, keeping its local data. Blocks. No-op for a
+  // range not known here.
+  void Release(uint64_t range_id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Ids of the ranges known here (serving, opening or waiting to reopen).
+  std::vector<uint64_t> Known() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // This process's address if it serves the range, else options.owner_of.
+  std::string OwnerOf(uint64_t range_id) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Stats of a range served here. UNAVAILABLE (retry-safe) otherwise.
   absl::StatusOr<RangeStats> Stats(uint64_t range_id);

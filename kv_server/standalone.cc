@@ -1,12 +1,8 @@
 #include "kv_server/standalone.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <algorithm>
 #include <filesystem>
 #include <utility>
@@ -18,7 +14,9 @@
 #include "grpcpp/grpcpp.h"
 #include "kv_server/admin_service.h"
 #include "kv_server/catalog.h"
+#include "kv_server/data_dir_lock.h"
 #include "kv_server/kv_service.h"
+#include "kv_server/listen.h"
 #include "kv_server/range_host.h"
 #include "ledger/bookie/bookie_server.h"
 #include "ledger/ledger_client.h"
@@ -39,26 +37,7 @@ Standalone::~Standalone() { Shutdown(); }
 metadata::MetadataStore* Standalone::metadata() { return store_.get(); }
 
 absl::Status Standalone::Lock() {
-  const std::string path = options_.data_dir + "/LOCK";
-  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) {
-    return absl::FailedPreconditionError(absl::StrCat("open ", path, ": ", std::strerror(errno)));
-  }
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    char pid[32] = {};
-    ssize_t n = ::pread(lock_fd_, pid, sizeof(pid) - 1, 0);
-    ::close(lock_fd_);
-    lock_fd_ = -1;
-    return absl::FailedPreconditionError(
-        absl::StrCat("data dir ", options_.data_dir, " is in use by another ledgerkv process (pid ",
-                     n > 0 ? std::string(pid, static_cast<size_t>(n)) : std::string("unknown"),
-                     ", lock ", path, ")"));
-  }
-  const std::string pid = std::to_string(::getpid());
-  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, pid.data(), pid.size(), 0) < 0) {
-    // The pid is informational only; the flock is the lock.
-    absl::FPrintF(stderr, "ledgerkv: cannot write pid to %s: %s\n", path, std::strerror(errno));
-  }
+  ASSIGN_OR_RETURN(lock_fd_, LockDataDir(options_.data_dir));
   return absl::OkStatus();
 }
 
@@ -83,20 +62,12 @@ absl::Status Standalone::StartBookies() {
 absl::Status Standalone::StartServer() {
   kv_service_ = std::make_unique<KvService>(host_.get(), options_.limits);
   admin_service_ = std::make_unique<AdminService>(catalog_.get(), host_.get());
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(kv_service_.get());
-  builder.RegisterService(admin_service_.get());
-  builder.SetMaxReceiveMessageSize(
-      static_cast<int>(options_.limits.max_request_bytes + kRequestSlackBytes));
-  server_ = builder.BuildAndStart();
-  if (server_ == nullptr || port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen));
-  }
-  const size_t colon = options_.listen.rfind(':');
-  address_ = absl::StrCat(
-      colon == std::string::npos ? options_.listen : options_.listen.substr(0, colon), ":", port);
+  ASSIGN_OR_RETURN(Listening listening,
+                   ListenAndServe(options_.listen, {kv_service_.get(), admin_service_.get()},
+                                  static_cast<int>(options_.limits.max_request_bytes +
+                                                   kRequestSlackBytes)));
+  server_ = std::move(listening.server);
+  address_ = std::move(listening.address);
   host_->set_owner(address_);
   return absl::OkStatus();
 }

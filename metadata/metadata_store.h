@@ -177,7 +177,10 @@ class Keys {
   std::string Log(std::string_view name) const { return root_ + "logs/" + std::string(name); }
   std::string Table(std::string_view name) const { return root_ + "tables/" + std::string(name); }
   std::string Range(uint64_t id) const;
-  std::string Server(std::string_view id) const { return root_ + "servers/" + std::string(id); }
+  std::string ServersPrefix() const { return root_ + "servers/"; }
+  std::string Server(std::string_view id) const { return ServersPrefix() + std::string(id); }
+  std::string TablesPrefix() const { return root_ + "tables/"; }
+  std::string AssignmentsPrefix() const { return root_ + "assignments/"; }
   std::string Assignment(uint64_t range_id) const;
   std::string Controller() const { return root_ + "controller"; }
 

@@ -1,0 +1,555 @@
+#include "kv_server/cluster/cluster_server.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "base/status_macros.h"
+#include "grpcpp/grpcpp.h"
+#include "kv_server/admin_service.h"
+#include "kv_server/catalog.h"
+#include "kv_server/data_dir_lock.h"
+#include "kv_server/kv_service.h"
+#include "kv_server/listen.h"
+#include "kv_server/range_host.h"
+#include "kv_server/retry.h"
+#include "ledger/ledger_client.h"
+#include "metadata/open_store.h"
+
+namespace ledgerkv::kv {
+namespace {
+
+namespace meta = ::ledgerkv::meta::v1;
+
+constexpr absl::Duration kShutdownGrace = absl::Seconds(10);
+// Clock rate error allowed between this host and the etcd leader, and a
+// fixed margin for the time between reading the clock and sending.
+constexpr double kClockDrift = 0.01;
+constexpr absl::Duration kLeaseMargin = absl::Milliseconds(200);
+// Control passes run on every watch event and at least this often (a
+// missed event, or a store that was down, is picked up by the next pass).
+constexpr absl::Duration kControlPeriod = absl::Seconds(1);
+
+int64_t NowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t UnixMillis() { return absl::ToUnixMillis(absl::Now()); }
+
+std::string RandomInstanceId() {
+  absl::BitGen gen;
+  return absl::StrFormat("%016x", absl::Uniform<uint64_t>(gen));
+}
+
+void Log(const std::string& what) { absl::FPrintF(stderr, "ledgerkv server: %s\n", what); }
+
+}  // namespace
+
+ClusterServer::ClusterServer(ClusterServerOptions options)
+    : options_(std::move(options)), keys_(options_.cluster) {}
+
+ClusterServer::~ClusterServer() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<ClusterServer>> ClusterServer::Start(ClusterServerOptions options) {
+  if (options.data_dir.empty()) return absl::InvalidArgumentError("server: no data dir");
+  if (options.listen.empty()) return absl::InvalidArgumentError("server: no listen address");
+  if (options.metadata.empty()) return absl::InvalidArgumentError("server: no --metadata URI");
+  if (options.ack_quorum < 1 || options.ack_quorum > options.write_quorum ||
+      options.write_quorum > options.ensemble_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "server: need 1 <= ack quorum <= write quorum <= ensemble size (got E=",
+        options.ensemble_size, " Qw=", options.write_quorum, " Qa=", options.ack_quorum, ")"));
+  }
+  if (options.lease_ttl < absl::Seconds(2)) {
+    return absl::InvalidArgumentError("server: the lease TTL must be at least 2 s");
+  }
+  std::unique_ptr<ClusterServer> s(new ClusterServer(std::move(options)));
+  RETURN_IF_ERROR(s->Init());
+  return s;
+}
+
+absl::Status ClusterServer::Init() {
+  const ClusterServerOptions& o = options_;
+  std::error_code ec;
+  std::filesystem::create_directories(o.data_dir + "/ranges", ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create ", o.data_dir, "/ranges: ", ec.message()));
+  }
+  ASSIGN_OR_RETURN(lock_fd_, LockDataDir(o.data_dir));
+  instance_id_ = RandomInstanceId();
+  ASSIGN_OR_RETURN(store_, metadata::OpenMetadataStore(o.metadata));
+  ASSIGN_OR_RETURN(client_,
+                   ledger::LedgerClient::Create({.metadata = store_.get(), .cluster = o.cluster}));
+  catalog_ = std::make_unique<TableCatalog>(store_.get(), o.cluster, o.limits);
+  RETURN_IF_ERROR(catalog_->Load());
+
+  RangeHostOptions ho;
+  ho.ranges_dir = o.data_dir + "/ranges";
+  RangeOptions& ro = ho.range;
+  ro.log.client = client_.get();
+  ro.log.metadata = store_.get();
+  ro.log.cluster = o.cluster;
+  ro.log.ensemble_size = o.ensemble_size;
+  ro.log.write_quorum = o.write_quorum;
+  ro.log.ack_quorum = o.ack_quorum;
+  ro.snapshot.client = client_.get();
+  ro.snapshot.metadata = store_.get();
+  ro.snapshot.cluster = o.cluster;
+  ro.snapshot.ensemble_size = o.ensemble_size;
+  ro.snapshot.write_quorum = o.write_quorum;
+  ro.snapshot.ack_quorum = o.ack_quorum;
+  ro.snapshot_log_bytes = o.snapshot_log_bytes;
+  ro.log.roll_bytes =
+      std::clamp<int64_t>(o.snapshot_log_bytes / 2, int64_t{256} << 10, int64_t{64} << 20);
+  ro.snapshot_interval = o.snapshot_interval;
+  ro.limits = o.limits;
+  ro.linearizable_read_check = [this] { return CheckLinearizableRead(); };
+  ho.may_open = [this](uint64_t id) { return LeaseValid() && AssignedHere(id); };
+  ho.owner_of = [this](uint64_t id) { return OwnerAddress(id); };
+  ho.before_destroy = [this](uint64_t id) { return DeleteAssignment(id); };
+  ASSIGN_OR_RETURN(host_, RangeHost::Create(catalog_.get(), std::move(ho)));
+
+  kv_service_ = std::make_unique<KvService>(host_.get(), o.limits);
+  admin_service_ = std::make_unique<AdminService>(catalog_.get(), host_.get());
+  ASSIGN_OR_RETURN(Listening listening,
+                   ListenAndServe(o.listen, {kv_service_.get(), admin_service_.get()},
+                                  static_cast<int>(o.limits.max_request_bytes +
+                                                   kRequestSlackBytes)));
+  server_ = std::move(listening.server);
+  address_ = std::move(listening.address);
+  host_->set_owner(address_);
+  server_id_ = o.server_id.empty() ? address_ : o.server_id;
+
+  // A previous run of this id (kill -9, restarted at once) holds the
+  // registration until its lease runs out.
+  RETURN_IF_ERROR(Register(o.lease_ttl + absl::Seconds(2)));
+  RETURN_IF_ERROR(StartWatches());
+  lease_thread_ = std::thread([this] { LeaseLoop(); });
+  control_thread_ = std::thread([this] { ControlLoop(); });
+  return absl::OkStatus();
+}
+
+absl::Status ClusterServer::Register(absl::Duration wait) {
+  metadata::SessionOptions so;
+  so.ttl = options_.lease_ttl;
+  // We refresh the lease ourselves: the lease is valid for a TTL from the
+  // send time of the last acknowledged keepalive, which only we know.
+  so.auto_keepalive = false;
+  const int64_t sent = NowNanos();
+  ASSIGN_OR_RETURN(metadata::SessionId session, store_->CreateSession(so));
+  meta::ServerRegistration reg;
+  reg.set_server_id(server_id_);
+  reg.set_address(address_);
+  reg.set_instance_id(instance_id_);
+  reg.set_start_unix_ms(UnixMillis());
+  const absl::Time give_up = absl::Now() + wait;
+  while (true) {
+    absl::StatusOr<metadata::Version> put = store_->Put(
+        keys_.Server(server_id_), reg.SerializeAsString(), metadata::kMustNotExist, session);
+    if (put.ok()) break;
+    if (!absl::IsAborted(put.status()) || absl::Now() >= give_up) {
+      IgnoreError(store_->CloseSession(session));
+      if (absl::IsAborted(put.status())) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("server id ", server_id_, " is registered by another live process (",
+                         keys_.Server(server_id_), "); use another --server-id or stop it"));
+      }
+      return put.status();
+    }
+    absl::SleepFor(absl::Milliseconds(250));
+  }
+  {
+    absl::MutexLock l(&mu_);
+    session_ = session;
+    dirty_ = true;
+    cv_.SignalAll();
+  }
+  lease_valid_until_.store(
+      sent + absl::ToInt64Nanoseconds(options_.lease_ttl * (1 - kClockDrift) - kLeaseMargin));
+  Log(absl::StrCat("registered as ", server_id_, " (", address_, ", instance ", instance_id_,
+                   ", session ", session, ")"));
+  return absl::OkStatus();
+}
+
+absl::Status ClusterServer::StartWatches() {
+  const std::string prefixes[3] = {keys_.ServersPrefix(), keys_.AssignmentsPrefix(),
+                                   keys_.TablesPrefix()};
+  for (int i = 0; i < 3; ++i) {
+    const bool tables = i == 2;
+    ASSIGN_OR_RETURN(watches_[i],
+                     store_->Watch(prefixes[i], 0, [this, tables](const auto&) {
+                       absl::MutexLock l(&mu_);
+                       dirty_ = true;
+                       if (tables) tables_dirty_ = true;
+                       cv_.SignalAll();
+                     }));
+  }
+  // The controller key: a deleted one means an election.
+  return absl::OkStatus();
+}
+
+bool ClusterServer::LeaseValid() const { return NowNanos() < lease_valid_until_.load(); }
+
+absl::Status ClusterServer::CheckLinearizableRead() const {
+  if (LeaseValid()) return absl::OkStatus();
+  return RetrySafe(absl::UnavailableError(absl::StrCat(
+      "server ", server_id_,
+      " cannot serve a linearizable read: its lease is not certainly valid (etcd unreachable "
+      "or session lost); retry, or read with serializable consistency")));
+}
+
+void ClusterServer::Wake() {
+  absl::MutexLock l(&mu_);
+  dirty_ = true;
+  cv_.SignalAll();
+}
+
+void ClusterServer::LoseSession(const char* why) {
+  lease_valid_until_.store(0);
+  {
+    absl::MutexLock l(&mu_);
+    session_ = metadata::kNoSession;
+    controller_version_ = 0;
+    dirty_ = true;
+    cv_.SignalAll();
+  }
+  Log(absl::StrCat("session lost (", why, "): giving up every range"));
+}
+
+void ClusterServer::LeaseLoop() {
+  const absl::Duration period = options_.lease_ttl / 4;
+  bool reported = false;
+  while (true) {
+    metadata::SessionId session;
+    {
+      absl::MutexLock l(&mu_);
+      if (stop_) return;
+      session = session_;
+    }
+    if (session == metadata::kNoSession) {
+      absl::Status registered = Register(options_.lease_ttl);
+      if (!registered.ok() && !reported) {
+        Log(absl::StrCat("cannot register again yet: ", registered.ToString()));
+        reported = true;
+      }
+      if (registered.ok()) reported = false;
+    } else {
+      const int64_t sent = NowNanos();
+      absl::Status kept = store_->KeepAlive(session);
+      if (kept.ok()) {
+        lease_valid_until_.store(
+            sent +
+            absl::ToInt64Nanoseconds(options_.lease_ttl * (1 - kClockDrift) - kLeaseMargin));
+        if (reported) Log("keepalive answered again");
+        reported = false;
+      } else if (absl::IsNotFound(kept)) {
+        LoseSession("lease expired");
+        continue;
+      } else {
+        if (!reported) Log(absl::StrCat("keepalive failed: ", kept.ToString()));
+        reported = true;
+        Wake();  // the control thread releases ranges once the lease lapses
+      }
+    }
+    absl::MutexLock l(&mu_);
+    cv_.WaitWithTimeout(&mu_, period);
+  }
+}
+
+absl::Status ClusterServer::RefreshAssignments() {
+  ASSIGN_OR_RETURN(std::vector<metadata::KeyValue> listed,
+                   store_->List(keys_.AssignmentsPrefix()));
+  std::map<uint64_t, meta::RangeAssignment> assignments;
+  std::map<uint64_t, metadata::Version> versions;
+  for (const metadata::KeyValue& kv : listed) {
+    meta::RangeAssignment a;
+    if (!a.ParseFromString(kv.value)) {
+      return absl::DataLossError(absl::StrCat("assignment ", kv.key, " does not parse"));
+    }
+    versions[a.range_id()] = kv.version;
+    assignments[a.range_id()] = std::move(a);
+  }
+  absl::MutexLock l(&mu_);
+  assignments_ = std::move(assignments);
+  assignment_versions_ = std::move(versions);
+  return absl::OkStatus();
+}
+
+bool ClusterServer::AssignedHere(uint64_t range_id) const {
+  absl::MutexLock l(&mu_);
+  auto it = assignments_.find(range_id);
+  return it != assignments_.end() && it->second.server_id() == server_id_ &&
+         session_ != metadata::kNoSession;
+}
+
+std::string ClusterServer::OwnerAddress(uint64_t range_id) const {
+  absl::MutexLock l(&mu_);
+  auto it = assignments_.find(range_id);
+  if (it == assignments_.end() || it->second.server_id() == server_id_) return "";
+  return it->second.address();
+}
+
+absl::Status ClusterServer::DeleteAssignment(uint64_t range_id) {
+  absl::Status deleted = store_->Delete(keys_.Assignment(range_id), metadata::kAnyVersion);
+  if (absl::IsNotFound(deleted)) return absl::OkStatus();
+  return deleted;
+}
+
+void ClusterServer::Reconcile() {
+  std::map<uint64_t, meta::RangeAssignment> desired;
+  const bool valid = LeaseValid();
+  {
+    absl::MutexLock l(&mu_);
+    if (valid && session_ != metadata::kNoSession) {
+      for (const auto& [id, a] : assignments_) {
+        if (a.server_id() == server_id_) desired[id] = a;
+      }
+    }
+  }
+  for (uint64_t id : host_->Known()) {
+    if (desired.contains(id)) continue;
+    Log(absl::StrCat("range ", id, " is no longer served here (",
+                     valid ? "assigned elsewhere" : "lease not valid", ")"));
+    host_->Release(id);
+  }
+  std::vector<uint64_t> known = host_->Known();
+  for (const auto& [id, a] : desired) {
+    if (std::find(known.begin(), known.end(), id) != known.end()) continue;
+    absl::StatusOr<std::shared_ptr<const meta::TableMetadata>> table = catalog_->Get(a.table());
+    const meta::RangeSpec* spec = nullptr;
+    if (table.ok()) {
+      for (const meta::RangeSpec& r : (*table)->ranges()) {
+        if (r.range_id() == id) spec = &r;
+      }
+    }
+    if (spec == nullptr) {
+      // Assigned before our catalog saw the table: load it next pass.
+      absl::MutexLock l(&mu_);
+      tables_dirty_ = true;
+      continue;
+    }
+    Log(absl::StrCat("taking range ", id, " of table ", a.table(), " (epoch ", a.epoch(), ")"));
+    host_->Adopt(RangeDescriptor{id, a.table(), spec->start(), spec->end()});
+  }
+}
+
+void ClusterServer::Campaign() {
+  metadata::SessionId session;
+  {
+    absl::MutexLock l(&mu_);
+    if (controller_version_ != 0 || session_ == metadata::kNoSession) return;
+    session = session_;
+  }
+  meta::ControllerRecord rec;
+  rec.set_server_id(server_id_);
+  rec.set_address(address_);
+  rec.set_instance_id(instance_id_);
+  rec.set_elected_unix_ms(UnixMillis());
+  absl::StatusOr<metadata::Version> put =
+      store_->Put(keys_.Controller(), rec.SerializeAsString(), metadata::kMustNotExist, session);
+  if (!put.ok()) return;  // ABORTED: someone else leads; others: next pass
+  absl::MutexLock l(&mu_);
+  controller_version_ = *put;
+  Log("elected controller");
+}
+
+absl::Status ClusterServer::ControllerPass() {
+  metadata::Version controller;
+  {
+    absl::MutexLock l(&mu_);
+    controller = controller_version_;
+  }
+  if (controller == 0) return absl::OkStatus();
+  // Still ours? (Our session may have ended while we were paused.)
+  absl::StatusOr<metadata::VersionedValue> current = store_->Get(keys_.Controller());
+  if (!current.ok() || current->version != controller) {
+    if (current.ok() || absl::IsNotFound(current.status())) {
+      absl::MutexLock l(&mu_);
+      controller_version_ = 0;
+      Log("no longer the controller");
+      return absl::OkStatus();
+    }
+    return current.status();
+  }
+
+  ASSIGN_OR_RETURN(std::vector<metadata::KeyValue> servers_kv, store_->List(keys_.ServersPrefix()));
+  std::map<std::string, meta::ServerRegistration> live;
+  for (const metadata::KeyValue& kv : servers_kv) {
+    meta::ServerRegistration reg;
+    if (reg.ParseFromString(kv.value)) live[reg.server_id()] = reg;
+  }
+  ASSIGN_OR_RETURN(std::vector<metadata::KeyValue> tables_kv, store_->List(keys_.TablesPrefix()));
+  bool have_default = false;
+  std::vector<std::pair<meta::TableMetadata, metadata::Version>> tables;
+  for (const metadata::KeyValue& kv : tables_kv) {
+    meta::TableMetadata t;
+    if (!t.ParseFromString(kv.value)) {
+      return absl::DataLossError(absl::StrCat("table record ", kv.key, " does not parse"));
+    }
+    have_default = have_default || t.name() == kDefaultTable;
+    tables.emplace_back(std::move(t), kv.version);
+  }
+  if (!have_default) {
+    absl::StatusOr<meta::TableMetadata> created = catalog_->CreateTable(kDefaultTable, {});
+    if (created.ok()) Log("created table default");
+    Wake();
+    return absl::OkStatus();  // the next pass sees it with its version
+  }
+  RETURN_IF_ERROR(RefreshAssignments());
+  std::map<uint64_t, meta::RangeAssignment> assignments;
+  std::map<uint64_t, metadata::Version> versions;
+  {
+    absl::MutexLock l(&mu_);
+    assignments = assignments_;
+    versions = assignment_versions_;
+  }
+  if (live.empty()) return absl::OkStatus();
+
+  std::map<std::string, int> load;
+  for (const auto& [id, reg] : live) load[id] = 0;
+  std::set<uint64_t> referenced;
+  for (const auto& [table, version] : tables) {
+    for (const meta::RangeSpec& r : table.ranges()) {
+      referenced.insert(r.range_id());
+      auto a = assignments.find(r.range_id());
+      if (a != assignments.end() && live.contains(a->second.server_id())) {
+        ++load[a->second.server_id()];
+      }
+    }
+  }
+  const metadata::TxnCompare still_controller{keys_.Controller(), controller};
+  for (const auto& [table, table_version] : tables) {
+    for (const meta::RangeSpec& r : table.ranges()) {
+      auto a = assignments.find(r.range_id());
+      if (a != assignments.end() && live.contains(a->second.server_id())) continue;
+      // Unassigned, or its owner's session ended: the least loaded live
+      // server gets it.
+      auto target = std::min_element(load.begin(), load.end(), [](const auto& x, const auto& y) {
+        return x.second < y.second;
+      });
+      meta::RangeAssignment next;
+      next.set_range_id(r.range_id());
+      next.set_server_id(target->first);
+      next.set_address(live.at(target->first).address());
+      next.set_epoch(a == assignments.end() ? 1 : a->second.epoch() + 1);
+      next.set_assign_unix_ms(UnixMillis());
+      next.set_table(table.name());
+      const metadata::Version expected =
+          a == assignments.end() ? metadata::kMustNotExist : versions.at(r.range_id());
+      // The table must still exist as listed (a drop deletes it first), and
+      // we must still be the controller.
+      ASSIGN_OR_RETURN(
+          metadata::TxnResult txn,
+          store_->Txn({still_controller, {keys_.Table(table.name()), table_version},
+                       {keys_.Assignment(r.range_id()), expected}},
+                      {{metadata::TxnOp::Type::kPut, keys_.Assignment(r.range_id()),
+                        next.SerializeAsString()}}));
+      if (!txn.succeeded) {
+        Wake();  // something changed under us: look again
+        return absl::OkStatus();
+      }
+      ++target->second;
+      Log(absl::StrCat("assigned range ", r.range_id(), " of table ", table.name(), " to ",
+                       target->first, " (epoch ", next.epoch(), ")"));
+    }
+  }
+  for (const auto& [id, a] : assignments) {
+    if (referenced.contains(id)) continue;
+    IgnoreError(store_->Txn({still_controller, {keys_.Assignment(id), versions.at(id)}},
+                            {{metadata::TxnOp::Type::kDelete, keys_.Assignment(id), ""}})
+                    .status());
+  }
+  return absl::OkStatus();
+}
+
+void ClusterServer::ControlLoop() {
+  bool store_error_reported = false;
+  while (true) {
+    bool tables;
+    {
+      absl::MutexLock l(&mu_);
+      if (!dirty_ && !stop_) cv_.WaitWithTimeout(&mu_, kControlPeriod);
+      if (stop_) return;
+      dirty_ = false;
+      tables = tables_dirty_;
+      tables_dirty_ = false;
+    }
+    absl::Status s;
+    if (tables) {
+      s = catalog_->Load();
+      if (!s.ok()) {
+        absl::MutexLock l(&mu_);
+        tables_dirty_ = true;
+      }
+    }
+    if (s.ok()) s = RefreshAssignments();
+    Reconcile();  // with what we know: releases ranges once the lease lapsed
+    if (s.ok() && LeaseValid()) {
+      Campaign();
+      s = ControllerPass();
+    }
+    if (!s.ok() && !store_error_reported) {
+      Log(absl::StrCat("control pass failed (retrying): ", s.ToString()));
+    }
+    store_error_reported = !s.ok();
+  }
+}
+
+bool ClusterServer::IsController() const {
+  absl::MutexLock l(&mu_);
+  return controller_version_ != 0;
+}
+
+void ClusterServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+    cv_.SignalAll();
+  }
+  if (control_thread_.joinable()) control_thread_.join();
+  if (lease_thread_.joinable()) lease_thread_.join();
+  for (auto& w : watches_) {
+    if (w != nullptr) w->Cancel();
+    w.reset();
+  }
+  if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
+  if (host_ != nullptr) host_->Shutdown();
+  metadata::SessionId session;
+  {
+    absl::MutexLock l(&mu_);
+    session = session_;
+    session_ = metadata::kNoSession;
+  }
+  // Ranges are closed: hand them over now rather than after the TTL.
+  if (session != metadata::kNoSession && store_ != nullptr) {
+    IgnoreError(store_->CloseSession(session));
+  }
+  lease_valid_until_.store(0);
+  server_.reset();
+  admin_service_.reset();
+  kv_service_.reset();
+  host_.reset();
+  catalog_.reset();
+  client_.reset();
+  store_.reset();
+  if (lock_fd_ >= 0) {
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+  }
+}
+
+}  // namespace ledgerkv::kv

@@ -1,0 +1,409 @@
+#include "kv_server/cluster_cli.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "proto/metadata.pb.h"
+
+namespace ledgerkv::kv {
+
+const char kClusterCliUsage[] =
+    "  cluster --metadata URI [--cluster NAME] [-o text|json] status\n"
+    "      the cluster as the metadata store records it: controller, bookies (up, down,\n"
+    "      read-only), servers and how many ranges each is assigned, every range of every\n"
+    "      table with its owner, epoch and whether the owner is registered, and orphan\n"
+    "      assignments. One line per item (-o json: one JSON object). URI: etcd://HOST:PORT\n"
+    "      or embedded:///DIR (the embedded store must not be open in another process).\n";
+
+namespace {
+
+namespace meta = ::ledgerkv::meta::v1;
+
+struct Output {
+  std::string* out;
+  std::string* err;
+
+  int Fail(const absl::Status& status) {
+    absl::StrAppend(err, "ledgerkv cluster: ", status.ToString(), "\n");
+    return kClusterCliExitFailure;
+  }
+  int Usage(absl::string_view message) {
+    absl::StrAppend(err, "ledgerkv cluster: ", message, "\nusage:\n", kClusterCliUsage);
+    return kClusterCliExitUsage;
+  }
+};
+
+// Every string from a record is shown escaped, in both formats: one line
+// per item must stay one line whatever bytes a key or id holds.
+std::string E(std::string_view s) { return absl::CHexEscape(absl::string_view(s.data(), s.size())); }
+
+// A JSON string literal of E(s). E's output is printable ASCII, so only
+// '"' and '\' need escaping here.
+std::string Q(std::string_view s) {
+  std::string quoted = "\"";
+  for (char c : E(s)) {
+    if (c == 0) quoted += 'x';
+    quoted += c;
+  }
+  quoted += '"';
+  return quoted;
+}
+
+struct Controller {
+  std::string server_id;
+  std::string address;
+};
+
+struct Bookie {
+  std::string address;
+  bool registered = false;
+  bool read_only = false;
+
+  const char* State() const {
+    if (!registered) return "down";
+    return read_only ? "read-only" : "up";
+  }
+};
+
+struct Server {
+  std::string id;
+  std::string address;
+  int ranges = 0;
+};
+
+struct Assignment {
+  meta::RangeAssignment record;
+  bool owner_live = false;
+  bool referenced = false;  // some table has this range
+};
+
+// Everything `status` shows, read from the store.
+struct ClusterView {
+  std::optional<Controller> controller;
+  std::map<std::string, Bookie> bookies;  // by id
+  std::vector<Server> servers;            // in id order
+  std::vector<meta::TableMetadata> tables;  // in name order
+  std::map<uint64_t, Assignment> assignments;  // by range id
+  // Records that did not parse (named in the messages); shown after the
+  // output, and make the exit code 1.
+  std::vector<std::string> bad_records;
+};
+
+// Lists `prefix` and calls fn(key suffix, value) for each record.
+template <typename Fn>
+absl::Status ForEach(metadata::MetadataStore* store, const std::string& prefix, Fn fn) {
+  auto kvs = store->List(prefix);
+  if (!kvs.ok()) return kvs.status();
+  for (const metadata::KeyValue& kv : *kvs) {
+    fn(std::string_view(kv.key).substr(prefix.size()), kv);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Read(metadata::MetadataStore* store, const std::string& cluster, ClusterView* view) {
+  const metadata::Keys keys(cluster);
+  auto bad = [view](const metadata::KeyValue& kv) {
+    view->bad_records.push_back(absl::StrCat(E(kv.key), ": record does not parse"));
+  };
+
+  auto controller = store->Get(keys.Controller());
+  if (controller.ok()) {
+    meta::ControllerRecord record;
+    if (record.ParseFromString(controller->value)) {
+      view->controller = Controller{record.server_id(), record.address()};
+    } else {
+      view->bad_records.push_back(absl::StrCat(E(keys.Controller()), ": record does not parse"));
+    }
+  } else if (!absl::IsNotFound(controller.status())) {
+    return controller.status();
+  }
+
+  // Cookies first: a registration's address (the current one) wins.
+  absl::Status status =
+      ForEach(store, keys.Cookie(""), [&](std::string_view id, const metadata::KeyValue& kv) {
+        meta::BookieRegistration cookie;
+        if (!cookie.ParseFromString(kv.value)) return bad(kv);
+        view->bookies[std::string(id)].address = cookie.address();
+      });
+  if (!status.ok()) return status;
+  status = ForEach(store, keys.BookiesPrefix(), [&](std::string_view id, const metadata::KeyValue& kv) {
+    meta::BookieRegistration reg;
+    if (!reg.ParseFromString(kv.value)) return bad(kv);
+    Bookie& bookie = view->bookies[std::string(id)];
+    bookie.address = reg.address();
+    bookie.registered = true;
+    bookie.read_only = reg.read_only();
+  });
+  if (!status.ok()) return status;
+
+  // The key, not the record, names a registered server: liveness of an
+  // assignment's owner is "servers/<its server id> exists".
+  status = ForEach(store, keys.ServersPrefix(), [&](std::string_view id, const metadata::KeyValue& kv) {
+    meta::ServerRegistration reg;
+    if (!reg.ParseFromString(kv.value)) return bad(kv);
+    view->servers.push_back(Server{std::string(id), reg.address(), 0});
+  });
+  if (!status.ok()) return status;
+
+  status = ForEach(store, keys.TablesPrefix(), [&](std::string_view, const metadata::KeyValue& kv) {
+    meta::TableMetadata table;
+    if (!table.ParseFromString(kv.value)) return bad(kv);
+    view->tables.push_back(std::move(table));
+  });
+  if (!status.ok()) return status;
+
+  status = ForEach(store, keys.AssignmentsPrefix(), [&](std::string_view, const metadata::KeyValue& kv) {
+    meta::RangeAssignment record;
+    if (!record.ParseFromString(kv.value)) return bad(kv);
+    const uint64_t range_id = record.range_id();
+    view->assignments[range_id].record = std::move(record);
+  });
+  if (!status.ok()) return status;
+
+  std::map<std::string, Server*, std::less<>> servers;
+  for (Server& s : view->servers) servers[s.id] = &s;
+  for (auto& [range_id, a] : view->assignments) {
+    auto it = servers.find(a.record.server_id());
+    a.owner_live = true;
+    if (a.owner_live) ++it->second->ranges;
+  }
+  for (const meta::TableMetadata& table : view->tables) {
+    for (const meta::RangeSpec& range : table.ranges()) {
+      auto it = view->assignments.find(range.range_id());
+      if (it != view->assignments.end()) it->second.referenced = true;
+    }
+  }
+  return absl::OkStatus();
+}
+
+const char* YesNo(bool b) { return b ? "yes" : "no"; }
+const char* TrueFalse(bool b) { return b ? "true" : "false"; }
+
+std::string Text(const ClusterView& view) {
+  std::string s;
+  if (view.controller) {
+    absl::StrAppend(&s, "controller: ", E(view.controller->server_id), " ",
+                    E(view.controller->address), "\n");
+  } else {
+    absl::StrAppend(&s, "controller: none\n");
+  }
+  int up = 0;
+  int down = 0;
+  for (const auto& [id, b] : view.bookies) ++(b.registered ? up : down);
+  absl::StrAppend(&s, "bookies: ", up, " up, ", down, " down\n");
+  for (const auto& [id, b] : view.bookies) {
+    absl::StrAppend(&s, "bookie ", E(id), " ", E(b.address), " ", b.State(), "\n");
+  }
+  absl::StrAppend(&s, "servers: ", view.servers.size(), "\n");
+  for (const Server& server : view.servers) {
+    absl::StrAppend(&s, "server ", E(server.id), " ", E(server.address), " ranges=", server.ranges,
+                    "\n");
+  }
+  absl::StrAppend(&s, "tables: ", view.tables.size(), "\n");
+  for (const meta::TableMetadata& table : view.tables) {
+    absl::StrAppend(&s, "table ", E(table.name()), " id=", table.table_id(),
+                    " ranges=", table.ranges_size(), "\n");
+  }
+  for (const meta::TableMetadata& table : view.tables) {
+    for (const meta::RangeSpec& range : table.ranges()) {
+      absl::StrAppend(&s, "range ", range.range_id(), " table=", E(table.name()), " [",
+                      E(range.start()), ", ", E(range.end()), ")");
+      auto it = view.assignments.find(range.range_id());
+      if (it == view.assignments.end()) {
+        absl::StrAppend(&s, " owner=none address=- epoch=- owner_live=no\n");
+        continue;
+      }
+      const meta::RangeAssignment& a = it->second.record;
+      absl::StrAppend(&s, " owner=", E(a.server_id()), " address=", E(a.address()),
+                      " epoch=", a.epoch(), " owner_live=", YesNo(it->second.owner_live), "\n");
+    }
+  }
+  for (const auto& [range_id, a] : view.assignments) {
+    if (a.referenced) continue;
+    absl::StrAppend(&s, "orphan assignment ", range_id, " table=", E(a.record.table()),
+                    " owner=", E(a.record.server_id()), " address=", E(a.record.address()),
+                    " epoch=", a.record.epoch(), " owner_live=", YesNo(a.owner_live), "\n");
+  }
+  return s;
+}
+
+std::string Json(const ClusterView& view) {
+  std::string s = "{\"controller\":";
+  if (view.controller) {
+    absl::StrAppend(&s, "{\"server_id\":", Q(view.controller->server_id),
+                    ",\"address\":", Q(view.controller->address), "}");
+  } else {
+    absl::StrAppend(&s, "null");
+  }
+  // Elements of an array: "[" a "," b "]".
+  auto sep = [](std::string* out, bool* first) {
+    absl::StrAppend(out, *first ? "" : ",");
+    *first = false;
+  };
+  bool first = true;
+  absl::StrAppend(&s, ",\"bookies\":[");
+  for (const auto& [id, b] : view.bookies) {
+    sep(&s, &first);
+    absl::StrAppend(&s, "{\"id\":", Q(id), ",\"address\":", Q(b.address), ",\"state\":\"",
+                    b.State(), "\"}");
+  }
+  first = true;
+  absl::StrAppend(&s, "],\"servers\":[");
+  for (const Server& server : view.servers) {
+    sep(&s, &first);
+    absl::StrAppend(&s, "{\"id\":", Q(server.id), ",\"address\":", Q(server.address),
+                    ",\"ranges\":", server.ranges, "}");
+  }
+  first = true;
+  absl::StrAppend(&s, "],\"tables\":[");
+  for (const meta::TableMetadata& table : view.tables) {
+    sep(&s, &first);
+    absl::StrAppend(&s, "{\"name\":", Q(table.name()), ",\"table_id\":", table.table_id(),
+                    ",\"ranges\":", table.ranges_size(), "}");
+  }
+  first = true;
+  absl::StrAppend(&s, "],\"ranges\":[");
+  for (const meta::TableMetadata& table : view.tables) {
+    for (const meta::RangeSpec& range : table.ranges()) {
+      sep(&s, &first);
+      absl::StrAppend(&s, "{\"range_id\":", range.range_id(), ",\"table\":", Q(table.name()),
+                      ",\"start\":", Q(range.start()), ",\"end\":", Q(range.end()));
+      auto it = view.assignments.find(range.range_id());
+      if (it == view.assignments.end()) {
+        absl::StrAppend(&s, ",\"owner\":null,\"address\":null,\"epoch\":null,\"owner_live\":false}");
+        continue;
+      }
+      const meta::RangeAssignment& a = it->second.record;
+      absl::StrAppend(&s, ",\"owner\":", Q(a.server_id()), ",\"address\":", Q(a.address()),
+                      ",\"epoch\":", a.epoch(), ",\"owner_live\":",
+                      TrueFalse(it->second.owner_live), "}");
+    }
+  }
+  first = true;
+  absl::StrAppend(&s, "],\"orphan_assignments\":[");
+  for (const auto& [range_id, a] : view.assignments) {
+    if (a.referenced) continue;
+    sep(&s, &first);
+    absl::StrAppend(&s, "{\"range_id\":", range_id, ",\"table\":", Q(a.record.table()),
+                    ",\"owner\":", Q(a.record.server_id()), ",\"address\":", Q(a.record.address()),
+                    ",\"epoch\":", a.record.epoch(), ",\"owner_live\":", TrueFalse(a.owner_live),
+                    "}");
+  }
+  absl::StrAppend(&s, "]}\n");
+  return s;
+}
+
+// A parsed command line: `[-o text|json] status`.
+struct StatusCommand {
+  bool json = false;
+};
+
+// Parses `command`. On a usage error appends the message to o.err and
+// returns nullopt.
+std::optional<StatusCommand> Parse(const std::vector<std::string>& command, Output& o) {
+  StatusCommand parsed;
+  std::vector<std::string> positional;
+  for (size_t i = 0; i < command.size(); ++i) {
+    const std::string& a = command[i];
+    if (a == "-o" || a == "--output") {
+      if (i + 1 >= command.size()) {
+        o.Usage(absl::StrCat(a, " needs a value (text or json)"));
+        return std::nullopt;
+      }
+      const std::string& format = command[++i];
+      if (format != "text" && format != "json") {
+        o.Usage(absl::StrCat("unknown output format \"", E(format), "\" (text or json)"));
+        return std::nullopt;
+      }
+      parsed.json = format == "json";
+    } else if (!a.empty() && a[0] == '-') {
+      o.Usage(absl::StrCat("unknown flag \"", E(a), "\""));
+      return std::nullopt;
+    } else {
+      positional.push_back(a);
+    }
+  }
+  if (positional.empty()) {
+    o.Usage("missing command");
+    return std::nullopt;
+  }
+  if (positional[0] != "status") {
+    o.Usage(absl::StrCat("unknown command \"", E(positional[0]), "\""));
+    return std::nullopt;
+  }
+  if (positional.size() != 1) {
+    o.Usage(absl::StrCat("status: unexpected argument \"", E(positional[1]), "\""));
+    return std::nullopt;
+  }
+  return parsed;
+}
+
+int RunStatus(metadata::MetadataStore* store, const std::string& cluster,
+              const StatusCommand& command, Output& o) {
+  ClusterView view;
+  absl::Status read = Read(store, cluster, &view);
+  if (!read.ok()) return o.Fail(read);
+  absl::StrAppend(o.out, command.json ? Json(view) : Text(view));
+  for (const std::string& bad : view.bad_records) o.Fail(absl::DataLossError(bad));
+  return view.bad_records.empty() ? 0 : kClusterCliExitFailure;
+}
+
+}  // namespace
+
+int RunClusterCommand(metadata::MetadataStore* store, const std::string& cluster,
+                      const std::vector<std::string>& command, std::string* out, std::string* err) {
+  Output o{out, err};
+  std::optional<StatusCommand> parsed = Parse(command, o);
+  if (!parsed) return kClusterCliExitUsage;
+  return RunStatus(store, cluster, *parsed, o);
+}
+
+int RunClusterCli(const std::vector<std::string>& args, const metadata::OpenStoreOptions& options,
+                  std::string* out, std::string* err) {
+  Output o{out, err};
+  std::string metadata_uri;
+  std::string cluster = "default";
+  std::vector<std::string> command;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--metadata" || a == "--cluster") {
+      if (i + 1 >= args.size()) return o.Usage(a + " needs a value");
+      (a == "--metadata" ? metadata_uri : cluster) = args[++i];
+    } else if (a == "--help" || a == "-h") {
+      absl::StrAppend(out, "usage:\n", kClusterCliUsage);
+      return 0;
+    } else {
+      command.push_back(a);
+    }
+  }
+  if (metadata_uri.empty()) return o.Usage("--metadata is required");
+  if (cluster.empty()) return o.Usage("--cluster must not be empty");
+  // Before connecting: a usage error must not wait for an unreachable store.
+  std::optional<StatusCommand> parsed = Parse(command, o);
+  if (!parsed) return kClusterCliExitUsage;
+  auto store = metadata::OpenMetadataStore(metadata_uri, options);
+  if (!store.ok()) return o.Fail(store.status());
+  return RunStatus(store->get(), cluster, *parsed, o);
+}
+
+int RunClusterCli(const std::vector<std::string>& args) {
+  std::string out;
+  std::string err;
+  const int code = RunClusterCli(args, metadata::OpenStoreOptions{}, &out, &err);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fwrite(err.data(), 1, err.size(), stderr);
+  std::fflush(stdout);
+  return code;
+}
+
+}  // namespace ledgerkv::kv

@@ -1,0 +1,39 @@
+#include "kv_server/data_dir_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace ledgerkv::kv {
+
+absl::StatusOr<int> LockDataDir(const std::string& dir) {
+  const std::string path = dir + "/LOCK";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(absl::StrCat("open ", path, ": ", std::strerror(errno)));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {};
+    const ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
+    ::close(fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat("data dir ", dir, " is in use by another ledgerkv process (pid ",
+                     n > 0 ? std::string(pid, static_cast<size_t>(n)) : std::string("unknown"),
+                     ", lock ", path, ")"));
+  }
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    // The pid is informational only; the flock is the lock.
+    absl::FPrintF(stderr, "ledgerkv: cannot write pid to %s: %s\n", path, std::strerror(errno));
+  }
+  return fd;
+}
+
+}  // namespace ledgerkv::kv
