@@ -66,7 +66,9 @@ std::string PrefixEnd(absl::string_view prefix) {
 }
 
 const char* CtlUsage() {
-  return R"(usage: ledgerkvctl [--endpoint HOST:PORT] [--table T] [-o text|json] [--timeout 10s] COMMAND
+  return R"(usage: ledgerkvctl [--endpoint HOST:PORT[,HOST:PORT...]] [--table T] [-o text|json] [--timeout 10s] COMMAND
+  --endpoint  one server, or several (comma-separated seeds: a server that does
+              not answer is skipped); default 127.0.0.1:7070
 commands:
   put KEY VALUE
   get KEY                          exit 3 when the key does not exist

@@ -32,7 +32,7 @@ struct CtlCommand {
   Kind kind = Kind::kHelp;
 
   // Global flags.
-  std::string endpoint = "127.0.0.1:7070";
+  std::string endpoint = "127.0.0.1:7070";  // host:port, or a comma-separated list of seeds
   std::string table = "default";
   OutputFormat output = OutputFormat::kText;
   absl::Duration timeout = absl::Seconds(10);

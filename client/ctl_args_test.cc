@@ -140,6 +140,20 @@ TEST(CtlRunTest, MalformedTxnExitsTwoAndSendsNothing) {
   EXPECT_THAT(err.str(), HasSubstr("success[0].put: missing \"value\""));
 }
 
+TEST(CtlRunTest, EndpointListIsPassedOnAndAnEmptyItemIsAUsageError) {
+  auto c = ParseCtlArgs({"--endpoint", "h:1,h:2", "get", "k"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->endpoint, "h:1,h:2");
+  std::istringstream in;
+  std::ostringstream out, err;
+  int rc = RunCtl({"--endpoint", "127.0.0.1:1,,127.0.0.1:2", "get", "k"}, in, out, err);
+  EXPECT_EQ(rc, kExitUsage);
+  EXPECT_THAT(err.str(), HasSubstr("empty server in endpoint list"));
+  std::ostringstream help;
+  EXPECT_EQ(RunCtl({"--help"}, in, help, err), kExitOk);
+  EXPECT_THAT(help.str(), HasSubstr("--endpoint HOST:PORT[,HOST:PORT...]"));
+}
+
 TEST(CtlRunTest, UnreachableServerExitsOneWithCodeName) {
   std::istringstream in;
   std::ostringstream out, err;

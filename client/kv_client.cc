@@ -4,7 +4,10 @@
 #include <random>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -22,6 +25,15 @@ struct KvClient::Connection {
 };
 
 namespace {
+
+// How long an attempt waits for a connection in progress before giving up
+// on that server (nothing sent). Above gRPC's connect timeout here (the 1 s
+// min reconnect backoff), so a connect that will fail has failed by then.
+constexpr absl::Duration kConnectWait = absl::Seconds(2);
+
+// Payload (type URL) on a returned status that proves the call had no
+// effect; see IsRetrySafe.
+constexpr char kRetrySafePayload[] = "ledgerkv-retry-safe";
 
 absl::Status FromGrpc(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
@@ -68,8 +80,21 @@ absl::string_view TxnRouteKey(const v1::TxnRequest& r) {
 
 }  // namespace
 
+bool IsRetrySafe(const absl::Status& status) {
+  return absl::IsUnavailable(status) && status.GetPayload(kRetrySafePayload).has_value();
+}
+
 absl::StatusOr<std::unique_ptr<KvClient>> KvClient::Create(ClientOptions options) {
   if (options.endpoint.empty()) return absl::InvalidArgumentError("KvClient: empty endpoint");
+  std::vector<std::string> seeds;
+  for (absl::string_view item : absl::StrSplit(options.endpoint, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    if (item.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "KvClient: empty server in endpoint list \"", options.endpoint, "\""));
+    }
+    seeds.emplace_back(item);
+  }
   if (options.max_attempts < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("KvClient: max_attempts must be >= 1, got ", options.max_attempts));
@@ -77,15 +102,53 @@ absl::StatusOr<std::unique_ptr<KvClient>> KvClient::Create(ClientOptions options
   if (options.default_deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("KvClient: default_deadline must be positive");
   }
-  return std::unique_ptr<KvClient>(new KvClient(std::move(options)));
+  return std::unique_ptr<KvClient>(new KvClient(std::move(options), std::move(seeds)));
 }
 
-KvClient::KvClient(ClientOptions options) : options_(std::move(options)) {}
+KvClient::KvClient(ClientOptions options, std::vector<std::string> seeds)
+    : options_(std::move(options)),
+      seeds_(std::move(seeds)),
+      max_attempts_(seeds_.size() > 1
+                        ? std::max(options_.max_attempts, static_cast<int>(seeds_.size()) + 2)
+                        : options_.max_attempts) {}
 KvClient::~KvClient() = default;
 
 int64_t KvClient::retries() const {
   absl::MutexLock l(&mu_);
   return retries_;
+}
+
+std::string KvClient::current_seed() const {
+  absl::MutexLock l(&mu_);
+  return seeds_[current_seed_];
+}
+
+std::string KvClient::Target(const Route& route, const std::string& redirect) const {
+  if (!route.table.empty()) {
+    if (auto owner = range_map_.OwnerOf(route.table, route.key)) return *owner;
+  } else if (!redirect.empty()) {
+    return redirect;
+  }
+  return current_seed();
+}
+
+void KvClient::SeedFailed(const std::string& address) {
+  absl::MutexLock l(&mu_);
+  // Compare first: calls that all saw the same seed fail advance it once,
+  // not once each (which could skip a live seed).
+  if (seeds_[current_seed_] == address) current_seed_ = (current_seed_ + 1) % seeds_.size();
+}
+
+bool KvClient::Connected(Connection& conn, absl::Time until) {
+  // try_to_connect: an IDLE channel (new, or after its connection closed)
+  // starts connecting; the loop waits for that attempt's outcome.
+  grpc_connectivity_state state = conn.channel->GetState(/*try_to_connect=*/true);
+  while (state != GRPC_CHANNEL_READY) {
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) return false;
+    if (!conn.channel->WaitForStateChange(state, absl::ToChronoTime(until))) return false;
+    state = conn.channel->GetState(/*try_to_connect=*/true);
+  }
+  return true;
 }
 
 KvClient::Connection& KvClient::ConnectionTo(const std::string& address) {
@@ -136,24 +199,37 @@ absl::Status KvClient::Invoke(const Route& route, Kind kind, const CallOptions& 
       opts.deadline > absl::ZeroDuration() ? opts.deadline : options_.default_deadline;
   const absl::Time deadline = absl::Now() + budget;
   absl::Duration backoff = options_.backoff.initial;
+  absl::Duration pause = absl::ZeroDuration();  // before the next attempt
   std::string redirect;  // owner named by the last answer, for calls without a route
   absl::Status status;
-  for (int n = 1;; ++n) {
-    std::string address = options_.endpoint;
-    if (!route.table.empty()) {
-      if (auto owner = range_map_.OwnerOf(route.table, route.key)) address = *owner;
-    } else if (!redirect.empty()) {
-      address = redirect;
-    }
+  for (int counted = 0;;) {
+    const std::string address = Target(route, redirect);
     Connection& conn = ConnectionTo(address);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(deadline));
-    ctx.set_wait_for_ready(options_.wait_for_ready);
-    status = FromGrpc(attempt(conn, &ctx));
-    if (status.ok() || !absl::IsUnavailable(status)) return status;
+    if (pause > absl::ZeroDuration()) Pause(conn, pause);
 
-    const std::string owner = Trailer(ctx, kOwnerMetadata);
-    const bool retry_safe = Trailer(ctx, kRetrySafeMetadata) == "1";
+    // Send only over a connected channel. A fail-fast call to a server that
+    // is down would also fail without being sent, but its UNAVAILABLE looks
+    // like that of a request lost in a dying connection; checking the state
+    // first is what makes "not sent" certain, and so safe to retry for a
+    // write. (A connection that breaks after this check makes the request's
+    // UNAVAILABLE an unknown outcome, as before.)
+    const bool sent = Connected(conn, std::min(deadline, absl::Now() + kConnectWait));
+    std::string owner;
+    bool retry_safe = true;
+    if (sent) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(deadline));
+      ctx.set_wait_for_ready(options_.wait_for_ready);
+      status = FromGrpc(attempt(conn, &ctx));
+      if (status.ok() || !absl::IsUnavailable(status)) return status;
+      owner = Trailer(ctx, kOwnerMetadata);
+      retry_safe = Trailer(ctx, kRetrySafeMetadata) == "1";
+    } else {
+      status = absl::UnavailableError(
+          absl::StrCat("no connection to ", address, " (request not sent)"));
+    }
+    if (retry_safe) status.SetPayload(kRetrySafePayload, absl::Cord("1"));
+
     bool moved = false;
     if (!owner.empty() && owner != address) {
       moved = true;
@@ -162,24 +238,32 @@ absl::Status KvClient::Invoke(const Route& route, Kind kind, const CallOptions& 
       } else {
         range_map_.LearnOwner(std::string(route.table), route.key, owner);
       }
-    } else if (owner.empty() && address != options_.endpoint) {
-      // A cached owner that is gone: fall back to the seed.
+    } else if (owner.empty()) {
+      // `address` did not serve and named no one: do not go back to it as
+      // the owner, and if it was the seed, try the next seed.
       if (route.table.empty()) {
-        redirect.clear();
+        if (redirect == address) redirect.clear();
       } else {
-        range_map_.ForgetOwner(route.table, route.key);
+        range_map_.ForgetOwner(route.table, route.key, address);
       }
+      SeedFailed(address);
     }
     if (kind == Kind::kWrite && !retry_safe) return status;
-    if (n >= options_.max_attempts) return status;
+    // With wait_for_ready an attempt that found no connection does not
+    // count: the call waits for a server until its deadline.
+    if (sent || !options_.wait_for_ready) ++counted;
+    if (counted >= max_attempts_) return status;
     const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return status;
+    pause = absl::ZeroDuration();
     if (!moved) {
-      absl::Duration pause = Jitter(backoff);
+      // Back off even when the next attempt goes elsewhere (another seed, or
+      // a seed after a dead owner): when the owner died, the seeds name it
+      // until its lease expires, and a tight seed -> dead owner loop would
+      // spend every attempt in milliseconds.
+      pause = Jitter(backoff);
       if (pause >= left) return status;
-      Pause(conn, pause);
       backoff = std::min(options_.backoff.max, backoff * options_.backoff.multiplier);
-    } else if (left <= absl::ZeroDuration()) {
-      return status;
     }
     absl::MutexLock l(&mu_);
     ++retries_;

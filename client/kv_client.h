@@ -5,16 +5,24 @@
 //   every call of this client (channels are thread-safe and expensive).
 // - Every call has a deadline (CallOptions::deadline, else
 //   ClientOptions::default_deadline) that covers all of its attempts.
+// - Before each attempt the client checks that the channel to the chosen
+//   server is connected (waiting for a connection attempt in progress). If
+//   it is not, the request is not sent at all: that attempt fails
+//   UNAVAILABLE "not sent", which is safe to retry for every call.
 // - Retries only where they cannot apply a write twice:
 //   reads (Get, Range, ListTables, DescribeTable) on any UNAVAILABLE;
 //   writes (Put, Delete, Txn, Increment, CreateTable, DropTable) only on an
 //   UNAVAILABLE carrying trailing metadata `ledgerkv-retry-safe: 1`, which
-//   the server sends only when the request certainly reached no log.
-//   Everything else (DEADLINE_EXCEEDED included) is returned as is: the
-//   outcome of a failed write is unknown to the caller.
-// - Routing: a request for a key goes to the owner of its range when the
-//   RangeMap knows one, else to the seed endpoint. `ledgerkv-owner: host:port`
-//   on an UNAVAILABLE switches the range (and the retry) to that owner.
+//   the server sends only when the request certainly reached no log, or
+//   when the request was not sent (above). Everything else
+//   (DEADLINE_EXCEEDED included) is returned as is: the outcome of a failed
+//   write is unknown to the caller (IsRetrySafe() tells the exceptions).
+// - Routing: `endpoint` may list several seed servers. A request for a key
+//   goes to the owner of its range when the RangeMap knows one, else to the
+//   current seed. `ledgerkv-owner: host:port` on an UNAVAILABLE switches the
+//   range (and the retry) to that owner. An UNAVAILABLE without that hint
+//   (server down, not connected, or refusing) forgets the owner it came
+//   from and moves the current seed to the next one (round robin).
 // - Errors: the gRPC status becomes an absl::Status with the same code and
 //   message.
 //
@@ -55,16 +63,22 @@ struct BackoffOptions {
 };
 
 struct ClientOptions {
-  // host:port of a server (the seed; in standalone mode the only one).
+  // host:port of a server, or a comma-separated list of them
+  // ("a:1,b:2,c:3"; blanks around items are ignored): the seeds. In
+  // standalone mode the one server. Requests without a known owner go to the
+  // current seed, which starts at the first and moves to the next when it
+  // fails without naming an owner.
   std::string endpoint;
   // Budget of one call, all attempts and backoff included.
   absl::Duration default_deadline = absl::Seconds(10);
-  // Attempts per call (>= 1), redirects to a new owner included.
+  // Attempts per call (>= 1), redirects to a new owner included. With
+  // several seeds a call may make max(max_attempts, seeds + 2) attempts:
+  // every seed once, a redirect to the owner and one more.
   int max_attempts = 5;
   BackoffOptions backoff;
-  // When true, a call to a server that is down waits (within its deadline)
-  // for the connection instead of failing at once with UNAVAILABLE. Such a
-  // request has not been sent, so this is safe for writes too; it rides
+  // When true, a call finding no connected server keeps trying (seeds in
+  // turn, within its deadline) instead of failing after max_attempts: such
+  // attempts sent nothing and are not counted. Safe for writes too; it rides
   // through a server restart.
   bool wait_for_ready = false;
 };
@@ -74,10 +88,16 @@ struct CallOptions {
   absl::Duration deadline = absl::ZeroDuration();
 };
 
+// True when `status` (returned by a KvClient call) proves the call had no
+// effect: an UNAVAILABLE whose last attempt was not sent or was marked
+// retry-safe by the server (every earlier attempt of a write was too, or it
+// would not have been retried). False for OK and every other error.
+bool IsRetrySafe(const absl::Status& status);
+
 class KvClient {
  public:
-  // INVALID_ARGUMENT for an empty endpoint, max_attempts < 1 or a
-  // non-positive deadline. Connects lazily: a server that is down is only
+  // INVALID_ARGUMENT for an empty endpoint or an empty item in a
+  // comma-separated list, max_attempts < 1 or a non-positive deadline. Connects lazily: a server that is down is only
   // noticed by the first call.
   static absl::StatusOr<std::unique_ptr<KvClient>> Create(ClientOptions options);
   ~KvClient();
@@ -117,7 +137,12 @@ class KvClient {
   absl::StatusOr<std::vector<v1::KeyValue>> ScanAll(v1::RangeRequest request,
                                                     const CallOptions& opts = {});
 
+  // The endpoint as given (possibly a comma-separated list).
   const std::string& endpoint() const { return options_.endpoint; }
+  // The seeds parsed from it, in order.
+  const std::vector<std::string>& seeds() const { return seeds_; }
+  // The seed that requests without a known owner go to now.
+  std::string current_seed() const ABSL_LOCKS_EXCLUDED(mu_);
   RangeMap& range_map() { return range_map_; }
 
   // Number of attempts beyond the first made by this client so far (for
@@ -128,7 +153,7 @@ class KvClient {
   struct Connection;  // a channel and its stubs (kv_client.cc)
 
   // Where a request is routed: by (table, key) through the RangeMap, or to
-  // the seed when `table` is empty.
+  // the current seed (or a redirect's owner) when `table` is empty.
   struct Route {
     absl::string_view table;
     absl::string_view key;
@@ -136,7 +161,22 @@ class KvClient {
   enum class Kind { kRead, kWrite };
   using Attempt = absl::FunctionRef<grpc::Status(Connection&, grpc::ClientContext*)>;
 
-  explicit KvClient(ClientOptions options);
+  KvClient(ClientOptions options, std::vector<std::string> seeds);
+
+  // Where the next attempt goes: the known owner of the route's range, the
+  // last redirect of a call without a table (`redirect`), else the current
+  // seed.
+  std::string Target(const Route& route, const std::string& redirect) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // `address` failed without naming an owner: if it is the current seed,
+  // the next seed becomes current (once, however many calls saw it fail).
+  void SeedFailed(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // True once the channel of `conn` is connected; false if it failed to
+  // connect or was still connecting at `until`. A request is sent only after
+  // true, so after false it certainly was not.
+  static bool Connected(Connection& conn, absl::Time until);
 
   // The shared connection to `address`, created on first use.
   Connection& ConnectionTo(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
@@ -150,6 +190,8 @@ class KvClient {
 
   // Constant after construction.
   const ClientOptions options_;
+  const std::vector<std::string> seeds_;  // non-empty
+  const int max_attempts_;                // max_attempts, widened for seeds
 
   RangeMap range_map_;
 
@@ -158,6 +200,7 @@ class KvClient {
   // client's lifetime.
   absl::flat_hash_map<std::string, std::unique_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
   int64_t retries_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t current_seed_ ABSL_GUARDED_BY(mu_) = 0;  // index into seeds_
 };
 
 }  // namespace ledgerkv::client

@@ -31,10 +31,58 @@ TEST(KvClientOptionsTest, CreateRefusesBadOptions) {
   EXPECT_EQ(KvClient::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// No server at the endpoint: a plain UNAVAILABLE (no retry-safe mark) is
-// retried for a read but never for a write, whose request may have reached
-// a server.
-TEST(KvClientRetryTest, PlainUnavailableRetriesReadsButNotWrites) {
+TEST(KvClientOptionsTest, EndpointListParsesIntoSeeds) {
+  for (const char* bad : {",", "a:1,", ",a:1", "a:1,,b:2", "a:1, ,b:2", " "}) {
+    ClientOptions o;
+    o.endpoint = bad;
+    auto c = KvClient::Create(o);
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << "\"" << bad << "\"";
+    if (!c.ok()) {
+      EXPECT_THAT(c.status().message(), HasSubstr("empty server")) << bad;
+    }
+  }
+  ClientOptions o;
+  o.endpoint = "a:1, b:2 ,c:3";
+  auto c = KvClient::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT((*c)->seeds(), ::testing::ElementsAre("a:1", "b:2", "c:3"));
+  EXPECT_EQ((*c)->endpoint(), "a:1, b:2 ,c:3");  // as given
+  EXPECT_EQ((*c)->current_seed(), "a:1");
+  o.endpoint = "h:7070";
+  c = KvClient::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT((*c)->seeds(), ::testing::ElementsAre("h:7070"));
+}
+
+// Several seeds, none listening: a call tries each (the attempt budget
+// grows to seeds + 2 over max_attempts = 1), round robin, then fails
+// UNAVAILABLE marked retry-safe since nothing was sent.
+TEST(KvClientRetryTest, AllSeedsDeadTriesEachThenFails) {
+  ClientOptions o;
+  o.endpoint = absl::StrCat("127.0.0.1:", testing::FreePort(), ",127.0.0.1:", testing::FreePort(),
+                            ",127.0.0.1:", testing::FreePort());
+  o.max_attempts = 1;
+  o.backoff.initial = absl::Milliseconds(5);
+  auto client = KvClient::Create(o);
+  ASSERT_TRUE(client.ok());
+  const std::string first = (*client)->current_seed();
+  v1::PutRequest put;
+  put.set_table("t");
+  put.set_key("k");
+  auto r = (*client)->Put(put);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(IsRetrySafe(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("not sent"));
+  EXPECT_EQ((*client)->retries(), 4);  // 5 attempts: 3 seeds + 2
+  // 5 failures moved the seed 5 times around 3 seeds.
+  EXPECT_EQ((*client)->current_seed(), (*client)->seeds()[5 % 3]);
+  EXPECT_NE((*client)->current_seed(), first);
+}
+
+// No server at the endpoint: nothing can be sent (the channel never
+// connects), so both reads and writes are retried up to max_attempts, and
+// the error says that the call had no effect.
+TEST(KvClientRetryTest, NoServerRetriesReadsAndWritesNothingSent) {
   ClientOptions o;
   o.endpoint = absl::StrCat("127.0.0.1:", testing::FreePort());
   o.max_attempts = 3;
@@ -51,12 +99,17 @@ TEST(KvClientRetryTest, PlainUnavailableRetriesReadsButNotWrites) {
   incr.set_table("t");
   incr.set_key("k");
   incr.set_delta(1);
-  EXPECT_EQ((*client)->Increment(incr).status().code(), absl::StatusCode::kUnavailable);
+  auto r = (*client)->Increment(incr);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(IsRetrySafe(r.status())) << r.status();
+  EXPECT_EQ((*client)->retries(), 4);
   v1::PutRequest put;
   put.set_table("t");
   put.set_key("k");
   EXPECT_EQ((*client)->Put(put).status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ((*client)->retries(), 2);  // unchanged
+  EXPECT_EQ((*client)->retries(), 6);
+  // (A write whose UNAVAILABLE came from a server without the retry-safe
+  // mark is not resent: kv_client_routing_test.cc.)
 }
 
 class KvClientTest : public ::testing::Test {

@@ -46,11 +46,14 @@ void RangeMap::LearnOwner(const std::string& table, absl::string_view key,
   if (routes.empty()) routes.push_back(RangeRoute{0, "", "", owner});
 }
 
-void RangeMap::ForgetOwner(absl::string_view table, absl::string_view key) {
+void RangeMap::ForgetOwner(absl::string_view table, absl::string_view key,
+                           absl::string_view only_if) {
   absl::MutexLock l(&mu_);
   auto it = tables_.find(table);
   if (it == tables_.end()) return;
-  if (RangeRoute* r = Find(it->second, key); r != nullptr) r->owner.clear();
+  RangeRoute* r = Find(it->second, key);
+  if (r == nullptr) return;
+  if (only_if.empty() || r->owner == only_if) r->owner.clear();
 }
 
 void RangeMap::ForgetTable(absl::string_view table) {

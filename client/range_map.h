@@ -2,7 +2,7 @@
 // key", per table. The routing seam for cluster mode: filled from
 // DescribeTable/CreateTable answers (RangeInfo.owner) and from the
 // `ledgerkv-owner` hint of an UNAVAILABLE answer. A miss, or an owner that
-// is not known, means "ask the seed endpoint". Thread-safe.
+// is not known, means "ask the current seed". Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -44,8 +44,11 @@ class RangeMap {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Drops the owner of the range holding `key` (it did not answer), so that
-  // the next request goes to the seed.
-  void ForgetOwner(absl::string_view table, absl::string_view key) ABSL_LOCKS_EXCLUDED(mu_);
+  // the next request goes to a seed. With a non-empty `only_if`, drops it
+  // only while it is still `only_if`: a failure at an old owner must not
+  // erase a newer owner that another call learned meanwhile.
+  void ForgetOwner(absl::string_view table, absl::string_view key,
+                   absl::string_view only_if = {}) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Drops the table (dropped, or unknown to the server).
   void ForgetTable(absl::string_view table) ABSL_LOCKS_EXCLUDED(mu_);

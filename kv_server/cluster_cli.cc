@@ -52,7 +52,7 @@ std::string E(std::string_view s) { return absl::CHexEscape(absl::string_view(s.
 std::string Q(std::string_view s) {
   std::string quoted = "\"";
   for (char c : E(s)) {
-    if (c == 0) quoted += 'x';
+    if (c == '"' || c == '\\') quoted += '\\';
     quoted += c;
   }
   quoted += '"';
@@ -174,7 +174,7 @@ absl::Status Read(metadata::MetadataStore* store, const std::string& cluster, Cl
   for (Server& s : view->servers) servers[s.id] = &s;
   for (auto& [range_id, a] : view->assignments) {
     auto it = servers.find(a.record.server_id());
-    a.owner_live = true;
+    a.owner_live = it != servers.end();
     if (a.owner_live) ++it->second->ranges;
   }
   for (const meta::TableMetadata& table : view->tables) {

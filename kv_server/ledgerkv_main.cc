@@ -9,6 +9,8 @@
 //       (cluster mode, kv_server/cluster/cluster_server.h)
 //   ledgerkv ledger --metadata URI [--cluster NAME] list|show ID|read ID|recover ID|delete ID
 //       (operator commands, kv_server/ledger_cli.h)
+//   ledgerkv cluster --metadata URI [--cluster NAME] [-o text|json] status
+//       (the operator's view: bookies, servers, ranges, owners; kv_server/cluster_cli.h)
 //
 // Each prints exactly one line to stdout when it serves (tests and scripts
 // parse it):
@@ -29,6 +31,7 @@
 #include "absl/strings/str_format.h"
 #include "base/malloc_tuning.h"
 #include "kv_server/cluster/cluster_server.h"
+#include "kv_server/cluster_cli.h"
 #include "kv_server/ledger_cli.h"
 #include "kv_server/standalone.h"
 #include "ledger/bookie/bookie_server.h"
@@ -63,7 +66,8 @@ constexpr char kUsage[] =
 
 int Usage(const std::string& error) {
   if (!error.empty()) absl::FPrintF(stderr, "ledgerkv: %s\n", error);
-  absl::FPrintF(stderr, "%s%s", kUsage, ledgerkv::kv::kLedgerCliUsage);
+  absl::FPrintF(stderr, "%s%s%s", kUsage, ledgerkv::kv::kLedgerCliUsage,
+                ledgerkv::kv::kClusterCliUsage);
   return kExitUsage;
 }
 
@@ -303,6 +307,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (command == "ledger") return ledgerkv::kv::RunLedgerCli(args);
+  if (command == "cluster") return ledgerkv::kv::RunClusterCli(args);
   if (command == "server" || command == "cluster") {
     absl::FPrintF(stderr, "ledgerkv %s: not yet implemented\n", command);
     return kExitUsage;

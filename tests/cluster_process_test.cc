@@ -1,0 +1,293 @@
+// Cluster mode with real processes (docs/cluster.md): Debian's etcd, three
+// `ledgerkv bookie` and two `ledgerkv server` processes on loopback.
+//
+// - Failover: kill -9 of the owner while a client writes through the
+//   client library; the other server owns the range within the lease TTL
+//   plus a few seconds, and every acknowledged write is readable after.
+// - Split brain: SIGSTOP of the owner past its lease; the other server
+//   takes over and accepts writes; after SIGCONT the old owner acknowledges
+//   none of its in-flight or later writes, serves no stale linearizable
+//   read, and gives the range up (redirects to the new owner).
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/kv_client.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/kv.grpc.pb.h"
+#include "tests/cluster_util.h"
+#include "tests/kv_process_util.h"
+
+namespace ledgerkv {
+namespace {
+
+namespace v1 = ::ledgerkv::v1;
+using testing::ClusterFlags;
+using testing::TestCluster;
+
+constexpr int kLeaseTtlS = 3;
+
+// Writes w<i> = v<i> through the client library until stopped, keeping
+// the acknowledged ones and the time of each acknowledgement.
+class Writer {
+ public:
+  explicit Writer(const std::string& endpoints) {
+    client::ClientOptions o;
+    o.endpoint = endpoints;
+    o.default_deadline = absl::Seconds(3);
+    o.max_attempts = 10;
+    auto c = client::KvClient::Create(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    client_ = std::move(*c);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Writer() { Stop(); }
+
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+  int acked() {
+    absl::MutexLock l(&mu_);
+    return static_cast<int>(acked_.size());
+  }
+  std::map<std::string, std::string> Acked() {
+    absl::MutexLock l(&mu_);
+    return acked_;
+  }
+  absl::Time last_ack() {
+    absl::MutexLock l(&mu_);
+    return last_ack_;
+  }
+  // Waits until `n` more writes are acknowledged; false after `timeout`.
+  bool WaitForMore(int n, absl::Duration timeout) {
+    const int target = acked() + n;
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      if (acked() >= target) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+
+ private:
+  void Run() {
+    for (int i = 0; !stop_; ++i) {
+      v1::PutRequest put;
+      put.set_table("default");
+      put.set_key(absl::StrCat("w", i));
+      put.set_value(absl::StrCat("v", i));
+      if (client_->Put(put).ok()) {
+        absl::MutexLock l(&mu_);
+        acked_[put.key()] = put.value();
+        last_ack_ = absl::Now();
+      }
+    }
+  }
+
+  std::unique_ptr<client::KvClient> client_;
+  std::atomic<bool> stop_{false};
+  absl::Mutex mu_;
+  std::map<std::string, std::string> acked_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_ack_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::thread thread_;
+};
+
+class ClusterProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterFlags flags;
+    flags.lease_ttl_s = kLeaseTtlS;
+    auto c = TestCluster::Start(flags);
+    if (!c.ok() && absl::IsFailedPrecondition(c.status())) GTEST_SKIP() << c.status();
+    ASSERT_TRUE(c.ok()) << c.status();
+    cluster_ = std::move(*c);
+    auto range = cluster_->DefaultRange();
+    ASSERT_TRUE(range.ok()) << range.status();
+    range_ = *range;
+  }
+
+  void TearDown() override {
+    if (HasFailure() && cluster_ != nullptr) ADD_FAILURE() << cluster_->LogTails();
+  }
+
+  // Every key of `expected` reads back with its value (linearizable, any server).
+  void ExpectAllReadable(const std::map<std::string, std::string>& expected) {
+    client::ClientOptions o;
+    o.endpoint = cluster_->Endpoints();
+    o.default_deadline = absl::Seconds(10);
+    o.max_attempts = 10;
+    auto c = client::KvClient::Create(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    int missing = 0;
+    for (const auto& [key, value] : expected) {
+      v1::GetRequest get;
+      get.set_table("default");
+      get.set_key(key);
+      auto got = (*c)->Get(get);
+      ASSERT_TRUE(got.ok()) << key << ": " << got.status();
+      if (!got->found() || got->kv().value() != value) {
+        if (++missing <= 5) ADD_FAILURE() << "acknowledged write " << key << "=" << value << " lost";
+      }
+    }
+    EXPECT_EQ(missing, 0) << "of " << expected.size() << " acknowledged writes";
+  }
+
+  std::unique_ptr<TestCluster> cluster_;
+  uint64_t range_ = 0;
+};
+
+TEST_F(ClusterProcessTest, Failover_Kill9OwnerNextServerServesWithinLeaseAndKeepsAckedWrites) {
+  auto owner = cluster_->Assignment(range_);
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  const int victim = cluster_->ServerIndex(owner->server_id());
+  ASSERT_GE(victim, 0) << owner->server_id();
+
+  Writer writer(cluster_->Endpoints());
+  ASSERT_TRUE(writer.WaitForMore(50, absl::Seconds(30))) << "writes do not go through";
+
+  const absl::Time killed = absl::Now();
+  cluster_->KillServer(victim);
+  auto next = cluster_->WaitForOwner(range_, owner->server_id(),
+                                     absl::Seconds(kLeaseTtlS) + absl::Seconds(10));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_GT(next->epoch(), owner->epoch());
+  ASSERT_TRUE(writer.WaitForMore(1, absl::Seconds(kLeaseTtlS) + absl::Seconds(15)))
+      << "no write acknowledged after the owner died";
+  const absl::Duration failover = writer.last_ack() - killed;
+  EXPECT_LT(failover, absl::Seconds(kLeaseTtlS) + absl::Seconds(8));
+  ASSERT_TRUE(writer.WaitForMore(50, absl::Seconds(30)));
+  writer.Stop();
+  std::printf("failover (kill -9 to first acknowledged write): %s, %d writes acknowledged\n",
+              absl::FormatDuration(failover).c_str(), writer.acked());
+
+  ExpectAllReadable(writer.Acked());
+
+  // The operator's view agrees: the survivor owns the range at a higher epoch.
+  auto status = cluster_->RunLedgerkv({"cluster", "--metadata", cluster_->MetadataUri(), "status"});
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(absl::StrContains(*status, absl::StrCat("owner=", next->server_id())))
+      << *status;
+  EXPECT_TRUE(absl::StrContains(*status, absl::StrCat("epoch=", next->epoch()))) << *status;
+}
+
+// A raw call to one server (no client library: no redirects, no retries).
+struct RawResult {
+  grpc::Status status;
+  std::string owner_trailer;
+  v1::GetResponse get;
+};
+
+RawResult RawPut(v1::KV::Stub& stub, const std::string& key, const std::string& value,
+                 absl::Duration timeout) {
+  grpc::ClientContext ctx;
+  testing::SetDeadline(&ctx, timeout);
+  v1::PutRequest put;
+  put.set_table("default");
+  put.set_key(key);
+  put.set_value(value);
+  v1::PutResponse response;
+  RawResult r;
+  r.status = stub.Put(&ctx, put, &response);
+  auto it = ctx.GetServerTrailingMetadata().find("ledgerkv-owner");
+  if (it != ctx.GetServerTrailingMetadata().end()) r.owner_trailer.assign(it->second.data(), it->second.size());
+  return r;
+}
+
+RawResult RawGet(v1::KV::Stub& stub, const std::string& key, absl::Duration timeout) {
+  grpc::ClientContext ctx;
+  testing::SetDeadline(&ctx, timeout);
+  v1::GetRequest get;
+  get.set_table("default");
+  get.set_key(key);
+  RawResult r;
+  r.status = stub.Get(&ctx, get, &r.get);
+  auto it = ctx.GetServerTrailingMetadata().find("ledgerkv-owner");
+  if (it != ctx.GetServerTrailingMetadata().end()) r.owner_trailer.assign(it->second.data(), it->second.size());
+  return r;
+}
+
+// RawPut until it succeeds (the server may still be opening the range).
+RawResult PutUntilOk(v1::KV::Stub& stub, const std::string& key, const std::string& value,
+                     absl::Duration timeout) {
+  RawResult r;
+  const absl::Time deadline = absl::Now() + timeout;
+  do {
+    r = RawPut(stub, key, value, absl::Seconds(5));
+    if (!r.status.ok()) absl::SleepFor(absl::Milliseconds(100));
+  } while (!r.status.ok() && absl::Now() < deadline);
+  return r;
+}
+
+TEST_F(ClusterProcessTest, SplitBrain_PausedOwnerAcknowledgesNoWriteServesNoStaleReadGivesUp) {
+  auto owner = cluster_->Assignment(range_);
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  const int old_index = cluster_->ServerIndex(owner->server_id());
+  ASSERT_GE(old_index, 0);
+  const int new_index = 1 - old_index;
+  auto old_stub = v1::KV::NewStub(testing::KvChannel(cluster_->server_address(old_index)));
+  auto new_stub = v1::KV::NewStub(testing::KvChannel(cluster_->server_address(new_index)));
+
+  // Connected and written before the pause: "a" = "1" is acknowledged.
+  RawResult first = PutUntilOk(*old_stub, "a", "1", absl::Seconds(30));
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+
+  cluster_->StopServer(old_index);
+  auto next = cluster_->WaitForOwner(range_, owner->server_id(),
+                                     absl::Seconds(kLeaseTtlS) + absl::Seconds(15));
+  ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_EQ(next->server_id(), cluster_->server_address(new_index));
+
+  // The new owner takes writes ("a" = "2"); it may still be recovering.
+  RawResult second = PutUntilOk(*new_stub, "a", "2", absl::Seconds(30));
+  ASSERT_TRUE(second.status.ok()) << second.status.error_message();
+
+  // Sent to the paused old owner: handled only after SIGCONT.
+  RawResult stale_write, stale_read;
+  std::thread w([&] { stale_write = RawPut(*old_stub, "a", "stale", absl::Seconds(20)); });
+  std::thread r([&] { stale_read = RawGet(*old_stub, "a", absl::Seconds(20)); });
+  absl::SleepFor(absl::Milliseconds(500));
+  cluster_->ContinueServer(old_index);
+  w.join();
+  r.join();
+
+  EXPECT_FALSE(stale_write.status.ok()) << "the deposed owner acknowledged a write";
+  EXPECT_NE(stale_write.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+      << "the deposed owner should answer, not hang";
+  if (stale_read.status.ok()) {
+    EXPECT_EQ(stale_read.get.kv().value(), "2") << "stale linearizable read from the old owner";
+  }
+
+  // Later requests: refused and redirected to the new owner once it gave up.
+  RawResult later;
+  const absl::Time give_up_deadline = absl::Now() + absl::Seconds(15);
+  do {
+    later = RawPut(*old_stub, "b", "late", absl::Seconds(5));
+    EXPECT_FALSE(later.status.ok()) << "the deposed owner acknowledged a later write";
+    if (later.owner_trailer == cluster_->server_address(new_index)) break;
+    absl::SleepFor(absl::Milliseconds(200));
+  } while (absl::Now() < give_up_deadline);
+  EXPECT_EQ(later.owner_trailer, cluster_->server_address(new_index))
+      << "the old owner did not give the range up: " << later.status.error_message();
+
+  // The new owner has "a" = "2", never "stale", and no "b".
+  RawResult a = RawGet(*new_stub, "a", absl::Seconds(10));
+  ASSERT_TRUE(a.status.ok()) << a.status.error_message();
+  EXPECT_EQ(a.get.kv().value(), "2");
+  RawResult b = RawGet(*new_stub, "b", absl::Seconds(10));
+  ASSERT_TRUE(b.status.ok()) << b.status.error_message();
+  EXPECT_FALSE(b.get.found()) << "a write refused by the deposed owner appeared";
+}
+
+}  // namespace
+}  // namespace ledgerkv
