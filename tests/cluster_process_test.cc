@@ -36,73 +36,6 @@ using testing::TestCluster;
 
 constexpr int kLeaseTtlS = 3;
 
-// Writes w<i> = v<i> through the client library until stopped, keeping
-// the acknowledged ones and the time of each acknowledgement.
-class Writer {
- public:
-  explicit Writer(const std::string& endpoints) {
-    client::ClientOptions o;
-    o.endpoint = endpoints;
-    o.default_deadline = absl::Seconds(3);
-    o.max_attempts = 10;
-    auto c = client::KvClient::Create(o);
-    EXPECT_TRUE(c.ok()) << c.status();
-    client_ = std::move(*c);
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~Writer() { Stop(); }
-
-  void Stop() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-
-  int acked() {
-    absl::MutexLock l(&mu_);
-    return static_cast<int>(acked_.size());
-  }
-  std::map<std::string, std::string> Acked() {
-    absl::MutexLock l(&mu_);
-    return acked_;
-  }
-  absl::Time last_ack() {
-    absl::MutexLock l(&mu_);
-    return last_ack_;
-  }
-  // Waits until `n` more writes are acknowledged; false after `timeout`.
-  bool WaitForMore(int n, absl::Duration timeout) {
-    const int target = acked() + n;
-    const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      if (acked() >= target) return true;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return false;
-  }
-
- private:
-  void Run() {
-    for (int i = 0; !stop_; ++i) {
-      v1::PutRequest put;
-      put.set_table("default");
-      put.set_key(absl::StrCat("w", i));
-      put.set_value(absl::StrCat("v", i));
-      if (client_->Put(put).ok()) {
-        absl::MutexLock l(&mu_);
-        acked_[put.key()] = put.value();
-        last_ack_ = absl::Now();
-      }
-    }
-  }
-
-  std::unique_ptr<client::KvClient> client_;
-  std::atomic<bool> stop_{false};
-  absl::Mutex mu_;
-  std::map<std::string, std::string> acked_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_ack_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  std::thread thread_;
-};
-
 class ClusterProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -121,28 +54,6 @@ class ClusterProcessTest : public ::testing::Test {
     if (HasFailure() && cluster_ != nullptr) ADD_FAILURE() << cluster_->LogTails();
   }
 
-  // Every key of `expected` reads back with its value (linearizable, any server).
-  void ExpectAllReadable(const std::map<std::string, std::string>& expected) {
-    client::ClientOptions o;
-    o.endpoint = cluster_->Endpoints();
-    o.default_deadline = absl::Seconds(10);
-    o.max_attempts = 10;
-    auto c = client::KvClient::Create(o);
-    ASSERT_TRUE(c.ok()) << c.status();
-    int missing = 0;
-    for (const auto& [key, value] : expected) {
-      v1::GetRequest get;
-      get.set_table("default");
-      get.set_key(key);
-      auto got = (*c)->Get(get);
-      ASSERT_TRUE(got.ok()) << key << ": " << got.status();
-      if (!got->found() || got->kv().value() != value) {
-        if (++missing <= 5) ADD_FAILURE() << "acknowledged write " << key << "=" << value << " lost";
-      }
-    }
-    EXPECT_EQ(missing, 0) << "of " << expected.size() << " acknowledged writes";
-  }
-
   std::unique_ptr<TestCluster> cluster_;
   uint64_t range_ = 0;
 };
@@ -153,7 +64,7 @@ TEST_F(ClusterProcessTest, Failover_Kill9OwnerNextServerServesWithinLeaseAndKeep
   const int victim = cluster_->ServerIndex(owner->server_id());
   ASSERT_GE(victim, 0) << owner->server_id();
 
-  Writer writer(cluster_->Endpoints());
+  testing::AckedWriter writer(cluster_->Endpoints());
   ASSERT_TRUE(writer.WaitForMore(50, absl::Seconds(30))) << "writes do not go through";
 
   const absl::Time killed = absl::Now();
@@ -171,7 +82,7 @@ TEST_F(ClusterProcessTest, Failover_Kill9OwnerNextServerServesWithinLeaseAndKeep
   std::printf("failover (kill -9 to first acknowledged write): %s, %d writes acknowledged\n",
               absl::FormatDuration(failover).c_str(), writer.acked());
 
-  ExpectAllReadable(writer.Acked());
+  EXPECT_EQ(testing::CountUnreadable(cluster_->Endpoints(), writer.Acked()), 0);
 
   // The operator's view agrees: the survivor owns the range at a higher epoch.
   auto status = cluster_->RunLedgerkv({"cluster", "--metadata", cluster_->MetadataUri(), "status"});

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "gtest/gtest.h"
 #include "metadata/open_store.h"
 
 namespace ledgerkv::testing {
@@ -134,14 +135,20 @@ absl::StatusOr<meta::RangeAssignment> TestCluster::WaitForOwner(uint64_t range_i
       a.ok() ? a->ShortDebugString() : a.status().ToString()));
 }
 
-absl::StatusOr<std::vector<std::string>> TestCluster::CurrentLogEnsemble(uint64_t range_id) {
+absl::StatusOr<uint64_t> TestCluster::CurrentLogLedger(uint64_t range_id) {
   auto log = store_->Get(keys_.Log(absl::StrCat("range-", range_id)));
   if (!log.ok()) return log.status();
   meta::LogMetadata lm;
   if (!lm.ParseFromString(log->value) || lm.segments_size() == 0) {
     return absl::DataLossError("log metadata does not parse or has no ledger");
   }
-  auto ledger = store_->Get(keys_.Ledger(lm.segments(lm.segments_size() - 1).ledger_id()));
+  return lm.segments(lm.segments_size() - 1).ledger_id();
+}
+
+absl::StatusOr<std::vector<std::string>> TestCluster::CurrentLogEnsemble(uint64_t range_id) {
+  absl::StatusOr<uint64_t> id = CurrentLogLedger(range_id);
+  if (!id.ok()) return id.status();
+  auto ledger = store_->Get(keys_.Ledger(*id));
   if (!ledger.ok()) return ledger.status();
   meta::LedgerMetadata md;
   if (!md.ParseFromString(ledger->value) || md.segments_size() == 0) {
@@ -188,6 +195,33 @@ std::string TestCluster::LogTails(size_t bytes) const {
   }
   absl::StrAppend(&out, "\n--- etcd ---\n", etcd_->LogTail(bytes / 2));
   return out;
+}
+
+int CountUnreadable(const std::string& endpoints,
+                    const std::map<std::string, std::string>& expected) {
+  client::ClientOptions o;
+  o.endpoint = endpoints;
+  o.default_deadline = absl::Seconds(10);
+  o.max_attempts = 10;
+  auto c = client::KvClient::Create(o);
+  if (!c.ok()) {
+    ADD_FAILURE() << c.status();
+    return static_cast<int>(expected.size());
+  }
+  int missing = 0;
+  for (const auto& [key, value] : expected) {
+    ledgerkv::v1::GetRequest get;
+    get.set_table("default");
+    get.set_key(key);
+    auto got = (*c)->Get(get);
+    if (got.ok() && got->found() && got->kv().value() == value) continue;
+    if (++missing <= 5) {
+      ADD_FAILURE() << "acknowledged write " << key << "=" << value << " not readable: "
+                    << (got.ok() ? (got->found() ? "value " + got->kv().value() : "not found")
+                                 : got.status().ToString());
+    }
+  }
+  return missing;
 }
 
 }  // namespace ledgerkv::testing

@@ -4,13 +4,21 @@
 // (assignments, registrations, ledgers).
 #pragma once
 
+#include <atomic>
+#include <map>
 #include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/kv_client.h"
+#include "gtest/gtest.h"
 #include "metadata/etcd_test_util.h"
 #include "metadata/metadata_store.h"
 #include "proto/metadata.pb.h"
@@ -69,6 +77,8 @@ class TestCluster {
                                                          absl::Duration timeout);
   // Bookie ids of the ensemble of the last ledger of range_id's log.
   absl::StatusOr<std::vector<std::string>> CurrentLogEnsemble(uint64_t range_id);
+  // Id of the last ledger of range_id's log.
+  absl::StatusOr<uint64_t> CurrentLogLedger(uint64_t range_id);
 
   // Runs `ledgerkv <args...>` (e.g. {"cluster", "--metadata", uri, "status"})
   // to completion; returns its stdout, or INTERNAL with stderr on a
@@ -95,6 +105,79 @@ class TestCluster {
   std::unique_ptr<metadata::MetadataStore> store_;
   std::vector<Node> bookies_;
   std::vector<Node> servers_;
+};
+
+// Keys of `expected` that do not read back (linearizable Get through the
+// client library, seeds `endpoints`) with their value; each is reported
+// with ADD_FAILURE (the first few) — returns how many.
+int CountUnreadable(const std::string& endpoints,
+                    const std::map<std::string, std::string>& expected);
+
+// Writes w<i> = v<i> through the client library until stopped, keeping
+// the acknowledged ones and the time of each acknowledgement.
+class AckedWriter {
+ public:
+  explicit AckedWriter(const std::string& endpoints) {
+    client::ClientOptions o;
+    o.endpoint = endpoints;
+    o.default_deadline = absl::Seconds(3);
+    o.max_attempts = 10;
+    auto c = client::KvClient::Create(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    client_ = std::move(*c);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~AckedWriter() { Stop(); }
+
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+  int acked() {
+    absl::MutexLock l(&mu_);
+    return static_cast<int>(acked_.size());
+  }
+  std::map<std::string, std::string> Acked() {
+    absl::MutexLock l(&mu_);
+    return acked_;
+  }
+  absl::Time last_ack() {
+    absl::MutexLock l(&mu_);
+    return last_ack_;
+  }
+  // Waits until `n` more writes are acknowledged; false after `timeout`.
+  bool WaitForMore(int n, absl::Duration timeout) {
+    const int target = acked() + n;
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      if (acked() >= target) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+
+ private:
+  void Run() {
+    for (int i = 0; !stop_; ++i) {
+      ledgerkv::v1::PutRequest put;
+      put.set_table("default");
+      put.set_key(absl::StrCat("w", i));
+      put.set_value(absl::StrCat("v", i));
+      if (client_->Put(put).ok()) {
+        absl::MutexLock l(&mu_);
+        acked_[put.key()] = put.value();
+        last_ack_ = absl::Now();
+      }
+    }
+  }
+
+  std::unique_ptr<client::KvClient> client_;
+  std::atomic<bool> stop_{false};
+  absl::Mutex mu_;
+  std::map<std::string, std::string> acked_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_ack_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::thread thread_;
 };
 
 }  // namespace ledgerkv::testing
