@@ -8,6 +8,7 @@
 //   takes over and accepts writes; after SIGCONT the old owner acknowledges
 //   none of its in-flight or later writes, serves no stale linearizable
 //   read, and gives the range up (redirects to the new owner).
+// - Balance: a server that joins gets ranges handed over, data intact.
 #include <atomic>
 #include <map>
 #include <memory>
@@ -198,6 +199,84 @@ TEST_F(ClusterProcessTest, SplitBrain_PausedOwnerAcknowledgesNoWriteServesNoStal
   RawResult b = RawGet(*new_stub, "b", absl::Seconds(10));
   ASSERT_TRUE(b.status.ok()) << b.status.error_message();
   EXPECT_FALSE(b.get.found()) << "a write refused by the deposed owner appeared";
+}
+
+}  // namespace
+}  // namespace ledgerkv
+
+namespace ledgerkv {
+namespace {
+
+// A server that joins gets ranges handed over by a busy one (release, then
+// hand-over), and no data is lost in the move.
+TEST(ClusterBalanceProcessTest, JoiningServerGetsHalfTheRangesAndKeepsEveryWrite) {
+  ClusterFlags flags;
+  flags.servers = 1;
+  flags.lease_ttl_s = kLeaseTtlS;
+  auto started = TestCluster::Start(flags);
+  if (!started.ok() && absl::IsFailedPrecondition(started.status())) GTEST_SKIP();
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<TestCluster> cluster = std::move(*started);
+
+  client::ClientOptions o;
+  o.endpoint = cluster->server_address(0);
+  o.max_attempts = 20;
+  auto c = client::KvClient::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  v1::CreateTableRequest create;
+  create.set_name("t");
+  for (const char* split : {"b", "c", "d"}) create.add_split_keys(split);
+  ASSERT_TRUE((*c)->CreateTable(create).ok());
+  std::map<std::string, std::string> written;
+  for (const char* prefix : {"a", "b", "c", "d"}) {
+    for (int i = 0; i < 20; ++i) {
+      v1::PutRequest put;
+      put.set_table("t");
+      put.set_key(absl::StrCat(prefix, i));
+      put.set_value(absl::StrCat("v", i));
+      auto r = (*c)->Put(put);
+      ASSERT_TRUE(r.ok()) << put.key() << ": " << r.status() << cluster->LogTails();
+      written[put.key()] = put.value();
+    }
+  }
+
+  auto added = cluster->AddServer();
+  ASSERT_TRUE(added.ok()) << added.status();
+  // 5 ranges (default + 4): balanced is 3 and 2.
+  int counts[2] = {0, 0};
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < deadline) {
+    auto listed = cluster->store().List(cluster->keys().AssignmentsPrefix());
+    ASSERT_TRUE(listed.ok()) << listed.status();
+    counts[0] = counts[1] = 0;
+    bool pending = false;
+    for (const auto& kv : *listed) {
+      meta::v1::RangeAssignment a;
+      ASSERT_TRUE(a.ParseFromString(kv.value));
+      const int i = cluster->ServerIndex(a.server_id());
+      if (i >= 0) ++counts[i];
+      pending = pending || !a.moving_to().empty();
+    }
+    if (!pending && counts[1] == 2 && counts[0] == 3) break;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_EQ(counts[0], 3) << cluster->LogTails();
+  EXPECT_EQ(counts[1], 2);
+
+  // Every write is still there, read through the joined server.
+  client::ClientOptions o2;
+  o2.endpoint = cluster->server_address(*added);
+  o2.max_attempts = 20;
+  auto c2 = client::KvClient::Create(o2);
+  ASSERT_TRUE(c2.ok());
+  for (const auto& [key, value] : written) {
+    v1::GetRequest get;
+    get.set_table("t");
+    get.set_key(key);
+    auto got = (*c2)->Get(get);
+    ASSERT_TRUE(got.ok()) << key << ": " << got.status();
+    EXPECT_TRUE(got->found() && got->kv().value() == value) << key;
+  }
 }
 
 }  // namespace

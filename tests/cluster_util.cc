@@ -82,6 +82,14 @@ absl::Status TestCluster::StartServer(int i) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<int> TestCluster::AddServer() {
+  const int i = static_cast<int>(servers_.size());
+  const std::string address = absl::StrCat("127.0.0.1:", FreePort());
+  servers_.push_back({address, address, absl::StrCat(dir_.path(), "/server-", i), nullptr});
+  if (absl::Status s = StartServer(i); !s.ok()) return s;
+  return i;
+}
+
 void TestCluster::KillServer(int i) { servers_[i].process->Kill(); }
 void TestCluster::StopServer(int i) { servers_[i].process->Stop(); }
 void TestCluster::ContinueServer(int i) { servers_[i].process->Continue(); }

@@ -57,6 +57,8 @@ class TestCluster {
   int ServerIndex(const std::string& id) const;
   Process* server(int i) { return servers_[i].process.get(); }
 
+  // Starts one more server; returns its index.
+  absl::StatusOr<int> AddServer();
   // (Re)starts server i on its address and data directory; waits for its
   // ready line.
   absl::Status StartServer(int i);

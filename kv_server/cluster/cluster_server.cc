@@ -291,7 +291,7 @@ bool ClusterServer::AssignedHere(uint64_t range_id) const {
   absl::MutexLock l(&mu_);
   auto it = assignments_.find(range_id);
   return it != assignments_.end() && it->second.server_id() == server_id_ &&
-         session_ != metadata::kNoSession;
+         it->second.moving_to().empty() && session_ != metadata::kNoSession;
 }
 
 std::string ClusterServer::OwnerAddress(uint64_t range_id) const {
@@ -309,15 +309,22 @@ absl::Status ClusterServer::DeleteAssignment(uint64_t range_id) {
 
 void ClusterServer::Reconcile() {
   std::map<uint64_t, meta::RangeAssignment> desired;
+  std::map<uint64_t, std::pair<meta::RangeAssignment, metadata::Version>> handing_over;
   const bool valid = LeaseValid();
   {
     absl::MutexLock l(&mu_);
     if (valid && session_ != metadata::kNoSession) {
       for (const auto& [id, a] : assignments_) {
-        if (a.server_id() == server_id_) desired[id] = a;
+        if (a.server_id() != server_id_) continue;
+        if (a.moving_to().empty()) {
+          desired[id] = a;
+        } else {
+          handing_over[id] = {a, assignment_versions_.at(id)};
+        }
       }
     }
   }
+  for (const auto& [id, moving] : handing_over) HandOver(moving.first, moving.second);
   for (uint64_t id : host_->Known()) {
     if (desired.contains(id)) continue;
     Log(absl::StrCat("range ", id, " is no longer served here (",
@@ -343,6 +350,28 @@ void ClusterServer::Reconcile() {
     Log(absl::StrCat("taking range ", id, " of table ", a.table(), " (epoch ", a.epoch(), ")"));
     host_->Adopt(RangeDescriptor{id, a.table(), spec->start(), spec->end()});
   }
+}
+
+void ClusterServer::HandOver(const meta::RangeAssignment& assignment, metadata::Version version) {
+  // Closed here first (pending writes finish or fail), so the next owner
+  // never serves while this one still does.
+  host_->Release(assignment.range_id());
+  meta::RangeAssignment next;
+  next.set_range_id(assignment.range_id());
+  next.set_server_id(assignment.moving_to());
+  next.set_address(assignment.moving_to_address());
+  next.set_epoch(assignment.epoch() + 1);
+  next.set_assign_unix_ms(UnixMillis());
+  next.set_table(assignment.table());
+  absl::StatusOr<metadata::TxnResult> txn =
+      store_->Txn({{keys_.Assignment(assignment.range_id()), version}},
+                  {{metadata::TxnOp::Type::kPut, keys_.Assignment(assignment.range_id()),
+                    next.SerializeAsString()}});
+  if (txn.ok() && txn->succeeded) {
+    Log(absl::StrCat("handed range ", assignment.range_id(), " over to ", next.server_id(),
+                     " (epoch ", next.epoch(), ")"));
+  }
+  Wake();
 }
 
 void ClusterServer::Campaign() {
@@ -465,11 +494,44 @@ absl::Status ClusterServer::ControllerPass() {
                        target->first, " (epoch ", next.epoch(), ")"));
     }
   }
+  RETURN_IF_ERROR(Rebalance(still_controller, live, assignments, versions, referenced, load));
   for (const auto& [id, a] : assignments) {
     if (referenced.contains(id)) continue;
     IgnoreError(store_->Txn({still_controller, {keys_.Assignment(id), versions.at(id)}},
                             {{metadata::TxnOp::Type::kDelete, keys_.Assignment(id), ""}})
                     .status());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterServer::Rebalance(
+    const metadata::TxnCompare& still_controller,
+    const std::map<std::string, meta::ServerRegistration>& live,
+    const std::map<uint64_t, meta::RangeAssignment>& assignments,
+    const std::map<uint64_t, metadata::Version>& versions, const std::set<uint64_t>& referenced,
+    const std::map<std::string, int>& load) {
+  // One move at a time: wait for a pending hand-over to finish.
+  for (const auto& [id, a] : assignments) {
+    if (!a.moving_to().empty()) return absl::OkStatus();
+  }
+  if (load.size() < 2) return absl::OkStatus();
+  auto [least, most] = std::minmax_element(
+      load.begin(), load.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
+  if (most->second - least->second < 2) return absl::OkStatus();
+  for (const auto& [id, a] : assignments) {
+    if (a.server_id() != most->first || !referenced.contains(id)) continue;
+    meta::RangeAssignment moving = a;
+    moving.set_moving_to(least->first);
+    moving.set_moving_to_address(live.at(least->first).address());
+    ASSIGN_OR_RETURN(metadata::TxnResult txn,
+                     store_->Txn({still_controller, {keys_.Assignment(id), versions.at(id)}},
+                                 {{metadata::TxnOp::Type::kPut, keys_.Assignment(id),
+                                   moving.SerializeAsString()}}));
+    if (txn.succeeded) {
+      Log(absl::StrCat("moving range ", id, " from ", most->first, " (", most->second,
+                       " ranges) to ", least->first, " (", least->second, ")"));
+    }
+    return absl::OkStatus();
   }
   return absl::OkStatus();
 }

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -123,9 +124,22 @@ class ClusterServer {
   std::string OwnerAddress(uint64_t range_id) const ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status DeleteAssignment(uint64_t range_id);
 
+  // Closes a range the controller asked us to move, then assigns it to
+  // its target (CAS on the assignment's version).
+  void HandOver(const meta::v1::RangeAssignment& assignment, metadata::Version version)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // Controller role.
   void Campaign() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ControllerPass() ABSL_LOCKS_EXCLUDED(mu_);
+  // Asks the busiest live server to hand one range to the least busy one
+  // when their range counts differ by 2 or more (one move at a time).
+  absl::Status Rebalance(const metadata::TxnCompare& still_controller,
+                         const std::map<std::string, meta::v1::ServerRegistration>& live,
+                         const std::map<uint64_t, meta::v1::RangeAssignment>& assignments,
+                         const std::map<uint64_t, metadata::Version>& versions,
+                         const std::set<uint64_t>& referenced,
+                         const std::map<std::string, int>& load);
 
   void Wake() ABSL_LOCKS_EXCLUDED(mu_);
 
