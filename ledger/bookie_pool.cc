@@ -21,8 +21,14 @@ std::shared_ptr<BookieConn> BookiePool::ForAddress(const std::string& address) {
     // Bookies are peers on a local network: come back quickly after a
     // restart instead of gRPC's default backoff that grows to two minutes.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    // gRPC uses the "min reconnect backoff" as the connect timeout (TCP
+    // connect plus the server's HTTP/2 SETTINGS), not as a backoff. At
+    // 100 ms a busy bookie (sanitizer build, loaded machine) failed the
+    // handshake ("connection attempt timed out before receiving SETTINGS
+    // frame"), the channel went TRANSIENT_FAILURE and a healthy bookie was
+    // dropped from the ensemble. A refused connection still fails at once.
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
     // Batched reads may exceed the 4 MiB default.
     args.SetMaxReceiveMessageSize(64 << 20);
     args.SetMaxSendMessageSize(64 << 20);

@@ -45,7 +45,9 @@ class LedgerWriter {
 
   // Stops the writer without closing the ledger (a later open with recovery
   // closes it): pending adds fail with CANCELLED. Blocks until the writer's
-  // thread has delivered every callback.
+  // thread has delivered every callback and every Add RPC still in flight
+  // was cancelled and has completed (no gRPC callback outlives the writer,
+  // so the client's channels are never released on a gRPC thread).
   // REQUIRES: not called from an AddCallback.
   ~LedgerWriter();
 

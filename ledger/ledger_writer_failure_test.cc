@@ -2,12 +2,22 @@
 // survives (transient metadata store failures) against real bookies: an
 // entry that reached Qa before the end is still acknowledged (L2), and a
 // store hiccup during an ensemble change does not end the writer.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -68,6 +78,174 @@ struct Once {
   std::atomic<bool> fired{false};
   absl::Notification note;
 };
+
+// A registered "bookie" that never answers: it accepts connections and
+// completes the HTTP/2 handshake (an empty SETTINGS frame and a SETTINGS
+// ack), so the client's channel is READY, but it never replies to a
+// request: every RPC to it stays pending until cancelled or its deadline.
+// It reads and discards what clients send and notices when they close.
+// Deregistered on destruction.
+class HungBookie {
+ public:
+  static constexpr char kId[] = "hung-bookie";
+
+  explicit HungBookie(metadata::MetadataStore* store) : store_(store) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        listen(listen_fd_, 64) != 0 ||
+        getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+        pipe2(wake_, O_CLOEXEC) != 0) {
+      ADD_FAILURE() << "cannot listen: errno " << errno;
+      return;
+    }
+    meta::v1::BookieRegistration registration;
+    registration.set_bookie_id(kId);
+    registration.set_address(absl::StrCat("127.0.0.1:", ntohs(addr.sin_port)));
+    registration.set_instance_id("hung-instance");
+    auto put = store_->Put(Key(), registration.SerializeAsString(), metadata::kAnyVersion);
+    EXPECT_TRUE(put.ok()) << put.status();
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~HungBookie() {
+    ledgerkv::IgnoreError(store_->Delete(Key(), metadata::kAnyVersion));
+    if (thread_.joinable()) {
+      static_cast<void>(write(wake_[1], "x", 1));
+      thread_.join();
+    }
+    for (int fd : {listen_fd_, wake_[0], wake_[1]}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  HungBookie(const HungBookie&) = delete;
+  HungBookie& operator=(const HungBookie&) = delete;
+
+  // Succeeds if some client connected and every connection was closed by
+  // its client within `timeout`.
+  ::testing::AssertionResult AllConnectionsClosedWithin(absl::Duration timeout) {
+    absl::MutexLock l(&mu_);
+    auto closed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return accepted_ > 0 && open_ == 0;
+    };
+    if (mu_.AwaitWithTimeout(absl::Condition(&closed), timeout)) {
+      return ::testing::AssertionSuccess() << accepted_ << " connections closed";
+    }
+    return ::testing::AssertionFailure() << open_ << " of " << accepted_
+                                         << " client connections still open "
+                                         << absl::FormatDuration(timeout) << " later";
+  }
+
+ private:
+  std::string Key() const { return metadata::Keys(ClientOptions().cluster).Bookie(kId); }
+
+  void Serve() {
+    // Server preface: SETTINGS (empty), then an ack of the client's SETTINGS.
+    static constexpr unsigned char kPreface[] = {0, 0, 0, 4, 0, 0, 0, 0, 0,
+                                                 0, 0, 0, 4, 1, 0, 0, 0, 0};
+    std::vector<int> conns;
+    for (;;) {
+      std::vector<pollfd> fds = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+      for (int fd : conns) fds.push_back({fd, POLLIN, 0});
+      if (poll(fds.data(), fds.size(), -1) < 0) continue;
+      if (fds[0].revents != 0) break;
+      if (fds[1].revents != 0) {
+        const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd >= 0) {
+          static_cast<void>(write(fd, kPreface, sizeof(kPreface)));
+          conns.push_back(fd);
+          absl::MutexLock l(&mu_);
+          ++accepted_;
+          ++open_;
+        }
+      }
+      for (size_t k = 2; k < fds.size(); ++k) {
+        if (fds[k].revents == 0) continue;
+        char buf[4096];
+        const ssize_t n = read(fds[k].fd, buf, sizeof(buf));
+        if (n > 0 || (n < 0 && errno == EINTR)) continue;
+        close(fds[k].fd);
+        conns.erase(std::find(conns.begin(), conns.end(), fds[k].fd));
+        absl::MutexLock l(&mu_);
+        --open_;
+      }
+    }
+    for (int fd : conns) close(fd);
+  }
+
+  metadata::MetadataStore* const store_;
+  int listen_fd_ = -1;
+  int wake_[2] = {-1, -1};
+  std::thread thread_;
+  absl::Mutex mu_;
+  int accepted_ ABSL_GUARDED_BY(mu_) = 0;
+  int open_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Destroying a writer and its client while Add RPCs to a bookie that never
+// answers are in flight cancels those RPCs and releases everything on the
+// caller's thread, in either order: no gRPC callback is left holding the
+// writer or the client's channels (it would destroy a channel from inside
+// its own callback; gRPC aborts with "ref_counted.h: prior > 0"). Observable
+// as the hung bookie's connection closing promptly (before the fix it stayed
+// open until the RPC deadline) and, under ASan, no use-after-free.
+TEST(LedgerWriterFailureTest, DestroyingWriterAndClientWithAddsInFlightIsCleanAndPrompt) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
+  for (const bool client_first : {false, true}) {
+    SCOPED_TRACE(client_first ? "client destroyed first" : "writer destroyed first");
+    HungBookie hung(cluster->store());
+    // A deadline far beyond the test: only cancellation ends the hung RPCs.
+    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(120)));
+    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+    ASSERT_EQ(writer->metadata().segments(0).bookies_size(), 3);
+    // Qa=2: the two real bookies acknowledge, the hung one holds every add.
+    for (const auto& r : AppendRange(*writer, 0, 19, 8)) LKV_ASSERT_OK(r);
+    Results late;
+    for (int64_t i = 20; i < 30; ++i) writer->AppendAsync(PayloadFor(i), late.Callback());
+
+    const absl::Time start = absl::Now();
+    if (client_first) {
+      client.reset();
+      writer.reset();
+    } else {
+      writer.reset();
+      client.reset();
+    }
+    EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "RPCs were waited out, not cancelled";
+    const auto results = late.WaitFor(10);  // all delivered by ~LedgerWriter
+    ASSERT_EQ(results.size(), 10u);
+    for (const auto& r : results) {
+      EXPECT_TRUE(r.ok() || absl::IsCancelled(r.status())) << r.status();
+    }
+    EXPECT_TRUE(hung.AllConnectionsClosedWithin(absl::Seconds(3)));
+  }
+}
+
+// The same for the gathers of recovery and reads (rpc_gather.h): recovery
+// proceeds without the hung bookie (fence quorum Qw-Qa+1 = 2 of 3), leaving
+// its calls in flight; they are cancelled, not left to a gRPC callback.
+TEST(LedgerWriterFailureTest, RecoveryAroundAHungBookieLeavesNoCallInFlight) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
+  HungBookie hung(cluster->store());
+  uint64_t id = 0;
+  {
+    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(120)));
+    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+    for (const auto& r : AppendRange(*writer, 0, 19, 8)) LKV_ASSERT_OK(r);
+    id = writer->id();
+  }  // the ledger stays open
+  // Recovery's write-back and range reads wait for every replica they ask
+  // (up to the deadline); the fence proceeds without the hung bookie.
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(2)));
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(id, OpenMode::kRecover));
+  EXPECT_GE(reader->metadata().last_entry_id(), 19) << "recovery dropped an acknowledged entry";
+  ExpectReadable(*reader, 0, 19);
+  reader.reset();
+  client.reset();
+  EXPECT_TRUE(hung.AllConnectionsClosedWithin(absl::Seconds(3)));
+}
 
 // Entries 1..10 reach Qa while the writer's thread is busy in entry 0's
 // callback; then a recoverer fences the ledger and entry 11 is answered

@@ -185,10 +185,14 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
   for (;;) {
     for (int i = 0; i < E; ++i) {
       if (in_flight[i].gather == nullptr) continue;
-      absl::MutexLock l(&in_flight[i].gather->mu());
-      if (!in_flight[i].call->done) continue;
-      if (confirms(*in_flight[i].call)) fenced[i] = true;
-      in_flight[i] = FenceInFlight();
+      bool finished;
+      {
+        absl::MutexLock l(&in_flight[i].gather->mu());
+        finished = in_flight[i].call->done;
+        if (finished && confirms(*in_flight[i].call)) fenced[i] = true;
+      }
+      // Outside its mu(): this may destroy the Gather, which locks it.
+      if (finished) in_flight[i] = FenceInFlight();
     }
     auto gather = ReadGather::Make();
     std::vector<ReadGather::Call*> calls;
@@ -284,6 +288,10 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
       return out;
     };
     gather->Await([&] { return scan().kind != Scan::kWait; });
+    // Gathers replaced in in_flight below are destroyed after mu() is
+    // released (declared before the lock): a Gather's destructor cancels
+    // and waits under its own mutex.
+    std::vector<FenceInFlight> retired;
     absl::MutexLock l(&gather->mu());
     for (int i = 0; i < E; ++i) {
       const ReadGather::Call* call = calls[i];
@@ -292,6 +300,7 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
       if (confirms(*call)) {
         fenced[i] = true;
       } else if (!call->done) {
+        retired.push_back(std::move(in_flight[i]));
         in_flight[i] = FenceInFlight{gather, call};
       }
     }

@@ -1,7 +1,15 @@
 // Gather: a set of asynchronous unary bookie calls (gRPC callback API) that a
 // blocking caller (reader, recoverer) starts together and waits on until
-// enough of them have answered. Replies arriving after the caller stopped
-// waiting are harmless: each call's callback keeps the Gather alive.
+// enough of them have answered. The caller may stop waiting early (a slow
+// bookie must not stall it): destroying the Gather cancels the calls still
+// in flight and waits for their callbacks to return.
+//
+// Lifetime: callbacks hold a plain pointer to the Gather, never a
+// reference, so the Gather, its ClientContexts and its BookieConn references
+// (the channels) are released on the owner's thread, never on a gRPC
+// callback thread. Destroying the last grpc::Channel from one of its own
+// callbacks tears down the callback completion queue under the running
+// callback (a gRPC "ref_counted.h: prior > 0" abort).
 //
 // Use:
 //   auto g = Gather<ReadLacRequest, ReadLacResponse>::Make();
@@ -31,7 +39,7 @@
 namespace ledgerkv::ledger {
 
 template <typename Req, typename Resp>
-class Gather : public std::enable_shared_from_this<Gather<Req, Resp>> {
+class Gather {
  public:
   struct Call {
     int tag = 0;            // the caller's label (ensemble index, ...)
@@ -41,12 +49,36 @@ class Gather : public std::enable_shared_from_this<Gather<Req, Resp>> {
     Resp response;
     grpc::Status status;  // valid once done
     bool done = false;    // guarded by the Gather's mu()
+    bool started = false;  // guarded by the Gather's mu(); sent to a bookie
     std::shared_ptr<BookieConn> conn;  // keeps the channel alive during the call
   };
   using Invoke = std::function<void(bookie::v1::Bookie::Stub*, grpc::ClientContext*,
                                     const Req*, Resp*, std::function<void(grpc::Status)>)>;
 
   static std::shared_ptr<Gather> Make() { return std::shared_ptr<Gather>(new Gather()); }
+
+  Gather(const Gather&) = delete;
+  Gather& operator=(const Gather&) = delete;
+
+  // Cancels the calls still in flight and waits until every callback has
+  // returned (bounded: cancellation is local, and every call has a deadline).
+  // Runs on the owner's thread: no callback holds a reference.
+  ~Gather() {
+    std::vector<Call*> unfinished;
+    {
+      absl::MutexLock l(&mu_);
+      for (const auto& call : calls_) {
+        if (call->started && !call->done) unfinished.push_back(call.get());
+      }
+    }
+    // Without mu_: gRPC may run a callback inline from TryCancel. The
+    // contexts stay valid (owned here) and TryCancel of a finished call is
+    // a no-op.
+    for (Call* call : unfinished) call->ctx.TryCancel();
+    absl::MutexLock l(&mu_);
+    auto returned = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return callbacks_pending_ == 0; };
+    mu_.Await(absl::Condition(&returned));
+  }
 
   // Adds a call (before any Start). The pointer stays valid for the
   // Gather's lifetime.
@@ -66,12 +98,19 @@ class Gather : public std::enable_shared_from_this<Gather<Req, Resp>> {
              const Invoke& invoke) {
     call->ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
     call->conn = std::move(conn);
-    std::shared_ptr<Gather> self = this->shared_from_this();
+    {
+      absl::MutexLock l(&mu_);
+      call->started = true;
+      ++callbacks_pending_;
+    }
+    // The callback's last action is releasing mu_; the destructor may free
+    // the Gather right after (absl::Mutex allows that, as Notification does).
     invoke(call->conn->stub.get(), &call->ctx, &call->request, &call->response,
-           [self, call](grpc::Status status) {
-             absl::MutexLock l(&self->mu_);
+           [this, call](grpc::Status status) {
+             absl::MutexLock l(&mu_);
              call->status = std::move(status);
              call->done = true;
+             --callbacks_pending_;
            });
   }
 
@@ -116,6 +155,8 @@ class Gather : public std::enable_shared_from_this<Gather<Req, Resp>> {
 
   absl::Mutex mu_;
   std::vector<std::unique_ptr<Call>> calls_;  // appended under mu_ before any Start
+  // Started calls whose callback has not returned yet.
+  int callbacks_pending_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ledgerkv::ledger

@@ -63,6 +63,24 @@ void WriterState::Shutdown() {
                    changing_ensemble_);
   }
   if (thread_.joinable()) thread_.join();
+  CancelAndDrainCalls();
+}
+
+void WriterState::CancelAndDrainCalls() {
+  std::vector<std::shared_ptr<AddCall>> live;
+  {
+    absl::MutexLock l(&mu_);
+    live.reserve(live_calls_.size());
+    for (const auto& [raw, call] : live_calls_) live.push_back(call);
+  }
+  // Without mu_: gRPC may run the callback (OnAddDone locks mu_) inline from
+  // TryCancel. A call not started yet is cancelled as soon as it starts, and
+  // cancelling a finished call is a no-op. `live` keeps the contexts valid.
+  for (const auto& call : live) call->ctx.TryCancel();
+  live.clear();
+  absl::MutexLock l(&mu_);
+  auto returned = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return callbacks_pending_ == 0; };
+  mu_.Await(absl::Condition(&returned));
 }
 
 int64_t WriterState::lac() const {
@@ -81,7 +99,7 @@ WriterStats WriterState::stats() const {
 }
 
 void WriterState::AppendAsync(std::string payload, LedgerWriter::AddCallback done) {
-  std::vector<std::unique_ptr<AddCall>> out;
+  std::vector<AddCall*> out;
   {
     absl::MutexLock l(&mu_);
     if (!error_.ok()) {
@@ -126,13 +144,13 @@ void WriterState::AppendAsync(std::string payload, LedgerWriter::AddCallback don
   SendAll(std::move(out));
 }
 
-void WriterState::PumpLocked(int slot_index, std::vector<std::unique_ptr<AddCall>>* out) {
+void WriterState::PumpLocked(int slot_index, std::vector<AddCall*>* out) {
   Slot& slot = slots_[slot_index];
   if (slot.failed || !error_.ok()) return;
   const ClientOptions& options = core_->options;
   const int max_in_flight = std::max(1, options.max_rpcs_in_flight_per_bookie);
   while (slot.in_flight < max_in_flight && !slot.queue.empty()) {
-    auto call = std::make_unique<AddCall>();
+    auto call = std::make_shared<AddCall>();
     call->request.set_expected_instance_id(slot.instance_id);
     call->request.set_recovery(false);
     int64_t bytes = 0;
@@ -151,61 +169,78 @@ void WriterState::PumpLocked(int slot_index, std::vector<std::unique_ptr<AddCall
     ++slot.in_flight;
     ++stats_.add_rpcs;
     stats_.entries_sent += call->request.entries_size();
-    out->push_back(std::move(call));
+    ++callbacks_pending_;
+    out->push_back(call.get());
+    live_calls_.emplace(call.get(), std::move(call));
   }
 }
 
-void WriterState::SendAll(std::vector<std::unique_ptr<AddCall>> calls) {
+void WriterState::SendAll(std::vector<AddCall*> calls) {
   const absl::Time deadline = absl::Now() + core_->options.rpc_timeout;
-  for (auto& owned : calls) {
-    AddCall* call = owned.release();
+  for (AddCall* call : calls) {
+    // `call` stays owned by live_calls_ until its OnAddDone; `this` stays
+    // alive until every OnAddDone returned (Shutdown waits for them).
     call->ctx.set_deadline(absl::ToChronoTime(deadline));
-    std::shared_ptr<WriterState> self = shared_from_this();
     call->conn->stub->async()->Add(&call->ctx, &call->request, &call->response,
-                                   [self, call](grpc::Status status) {
-                                     self->OnAddDone(std::unique_ptr<AddCall>(call), status);
-                                   });
+                                   [this, call](grpc::Status status) { OnAddDone(call, status); });
   }
 }
 
-void WriterState::OnAddDone(std::unique_ptr<AddCall> call, const grpc::Status& status) {
-  std::vector<std::unique_ptr<AddCall>> out;
+void WriterState::OnAddDone(AddCall* call, const grpc::Status& status) {
+  std::vector<AddCall*> out;
+  std::shared_ptr<AddCall> owned;
   {
     absl::MutexLock l(&mu_);
-    Slot& slot = slots_[call->slot];
-    if (slot.generation != call->generation) return;  // slot failed or replaced since
-    --slot.in_flight;
-    const std::string& bookie_id = slot.bookie_id;
-    if (!status.ok()) {
-      FailSlotLocked(call->slot, absl::StrCat("Add to bookie ", bookie_id, " failed: ",
-                                              status.error_message(), " (gRPC code ",
-                                              static_cast<int>(status.error_code()), ")"));
-    } else {
-      const auto& results = call->response.results();
-      for (size_t k = 0; k < call->adds.size(); ++k) {
-        const int64_t entry_id = call->adds[k]->entry_id;
-        // Bookies answer one result per entry, in request order.
-        const bool answered = k < static_cast<size_t>(results.size()) &&
-                              results[k].ledger_id() == id_ && results[k].entry_id() == entry_id;
-        const Code code = answered ? results[k].code() : Code::CODE_UNSPECIFIED;
-        if (code == Code::OK) {
-          AckLocked(*call->adds[k], call->slot);
-        } else if (code == Code::FENCED) {
-          fenced_ = true;
-          SetErrorLocked(FencedError(id_), changing_ensemble_);
-          break;
-        } else {
-          FailSlotLocked(call->slot,
-                         absl::StrCat("bookie ", bookie_id, " answered ",
-                                      answered ? bookie::v1::Code_Name(code) : "nothing",
-                                      " for entry ", id_, ":", entry_id));
-          break;
-        }
+    auto it = live_calls_.find(call);
+    owned = std::move(it->second);
+    live_calls_.erase(it);
+    HandleAddReplyLocked(*call, status, &out);
+  }
+  // Released here, or by Shutdown if it still holds a copy to cancel it.
+  // Either way the pool still holds the channel: it is not destroyed here.
+  owned.reset();
+  SendAll(std::move(out));
+  // The last touch of `this`: Shutdown may destroy the state right after
+  // mu_ is released (absl::Mutex allows it).
+  absl::MutexLock l(&mu_);
+  --callbacks_pending_;
+}
+
+void WriterState::HandleAddReplyLocked(const AddCall& call_ref, const grpc::Status& status,
+                                       std::vector<AddCall*>* out) {
+  const AddCall* call = &call_ref;
+  Slot& slot = slots_[call->slot];
+  if (slot.generation != call->generation) return;  // slot failed or replaced since
+  --slot.in_flight;
+  const std::string& bookie_id = slot.bookie_id;
+  if (!status.ok()) {
+    FailSlotLocked(call->slot, absl::StrCat("Add to bookie ", bookie_id, " failed: ",
+                                            status.error_message(), " (gRPC code ",
+                                            static_cast<int>(status.error_code()), ")"));
+  } else {
+    const auto& results = call->response.results();
+    for (size_t k = 0; k < call->adds.size(); ++k) {
+      const int64_t entry_id = call->adds[k]->entry_id;
+      // Bookies answer one result per entry, in request order.
+      const bool answered = k < static_cast<size_t>(results.size()) &&
+                            results[k].ledger_id() == id_ && results[k].entry_id() == entry_id;
+      const Code code = answered ? results[k].code() : Code::CODE_UNSPECIFIED;
+      if (code == Code::OK) {
+        AckLocked(*call->adds[k], call->slot);
+      } else if (code == Code::FENCED) {
+        fenced_ = true;
+        SetErrorLocked(FencedError(id_), changing_ensemble_);
+        break;
+      } else {
+        FailSlotLocked(call->slot,
+                       absl::StrCat("bookie ", bookie_id, " answered ",
+                                    answered ? bookie::v1::Code_Name(code) : "nothing",
+                                    " for entry ", id_, ":", entry_id));
+        break;
       }
     }
-    PumpLocked(call->slot, &out);
   }
-  SendAll(std::move(out));
+  PumpLocked(call->slot, out);
 }
 
 void WriterState::AckLocked(PendingAdd& add, int slot) {
@@ -314,7 +349,7 @@ void WriterState::Run() {
 
 void WriterState::Deliver(std::vector<Delivery> deliveries) {
   for (Delivery& d : deliveries) d.done(std::move(d.result));
-  std::vector<std::unique_ptr<AddCall>> out;
+  std::vector<AddCall*> out;
   {
     absl::MutexLock l(&mu_);
     delivering_ = false;
@@ -456,7 +491,7 @@ void WriterState::RunEnsembleChange() {
     next = build(current);
   }
 
-  std::vector<std::unique_ptr<AddCall>> out;
+  std::vector<AddCall*> out;
   {
     absl::MutexLock l(&mu_);
     changing_ensemble_ = false;

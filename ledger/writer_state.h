@@ -8,8 +8,13 @@
 //    store and never run user callbacks;
 //  - the writer's own thread (Run): delivers completions in entry-id order
 //    and performs ensemble changes (placement + metadata CAS).
-// In-flight RPC callbacks hold a shared_ptr to the state, so it outlives the
-// LedgerWriter handle until they have all returned.
+// Lifetime: RPC callbacks hold a plain pointer to the state, never a
+// reference. Shutdown (run by ~LedgerWriter) cancels the Add RPCs still in
+// flight and waits until every callback has returned, so the state, its
+// ClientCore and the bookie channels are always released on the owner's
+// thread. A gRPC callback that dropped the last reference to a channel would
+// destroy the channel (and its callback completion queue) from inside one of
+// its own callbacks, which gRPC does not survive ("ref_counted.h: prior > 0").
 //
 // Fault points (base/fault_point.h), argument = the ledger id in decimal:
 //   ledger.writer.ensemble_change  hit on the writer's thread when an
@@ -30,6 +35,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -41,7 +47,7 @@
 
 namespace ledgerkv::ledger {
 
-class WriterState : public std::enable_shared_from_this<WriterState> {
+class WriterState {
  public:
   // `ledger` is the freshly created (OPEN, empty) ledger; conns[i] is the
   // connection to ensemble index i of its only segment.
@@ -51,7 +57,10 @@ class WriterState : public std::enable_shared_from_this<WriterState> {
 
   // Starts the writer thread. Called once, before any other method.
   void Start();
-  // Fails everything pending with CANCELLED and joins the writer thread.
+  // Fails everything pending with CANCELLED, joins the writer thread, then
+  // cancels the Add RPCs in flight and waits for all their callbacks to
+  // return. After it, no gRPC callback refers to this state. Idempotent.
+  // REQUIRES: not called from a gRPC callback or an AddCallback.
   void Shutdown();
 
   void AppendAsync(std::string payload, LedgerWriter::AddCallback done);
@@ -137,10 +146,17 @@ class WriterState : public std::enable_shared_from_this<WriterState> {
   void AckLocked(PendingAdd& add, int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves queued entries of `slot` into Add RPCs (batched, capped), to be
   // sent by SendAll once mu_ is released.
-  void PumpLocked(int slot, std::vector<std::unique_ptr<AddCall>>* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SendAll(std::vector<std::unique_ptr<AddCall>> calls) ABSL_LOCKS_EXCLUDED(mu_);
-  void OnAddDone(std::unique_ptr<AddCall> call, const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  // Each call made is registered in live_calls_ (which owns it) and counted
+  // in callbacks_pending_ until its OnAddDone returns.
+  void PumpLocked(int slot, std::vector<AddCall*>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendAll(std::vector<AddCall*> calls) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnAddDone(AddCall* call, const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  // Handles a reply under mu_; `out` gets follow-up calls to send.
+  void HandleAddReplyLocked(const AddCall& call, const grpc::Status& status,
+                            std::vector<AddCall*>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Cancels every registered call and waits until callbacks_pending_ is 0.
+  // REQUIRES: error_ set (no new call can be made).
+  void CancelAndDrainCalls() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   const std::shared_ptr<ClientCore> core_;
@@ -179,6 +195,12 @@ class WriterState : public std::enable_shared_from_this<WriterState> {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   WriterStats stats_ ABSL_GUARDED_BY(mu_);
+  // Add RPCs made and not yet completed (sent or about to be), owned here so
+  // that Shutdown can cancel them; OnAddDone takes its call out.
+  absl::flat_hash_map<AddCall*, std::shared_ptr<AddCall>> live_calls_ ABSL_GUARDED_BY(mu_);
+  // Calls made whose OnAddDone has not returned yet. The state must not be
+  // destroyed before it is 0 (callbacks point at it).
+  int callbacks_pending_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::thread thread_;
   // Set by Start before the thread runs anything.

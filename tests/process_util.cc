@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -71,17 +73,41 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Start(std::vector<std::string>
   static int counter = 0;
   p->log_path_ = absl::StrCat(std::filesystem::temp_directory_path().string(), "/ledgerkv-proc-",
                               getpid(), "-", counter++, ".log");
+  // Everything the child needs is prepared before fork: between fork and
+  // exec the child of a multi-threaded test may only make async-signal-safe
+  // calls (no malloc: another thread may have held its lock at fork time).
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  const char* log_path = p->log_path_.c_str();
+  const pid_t parent = getpid();
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
   pid_t pid = fork();
-  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid < 0) {
+    close(pipefd[0]);
+    close(pipefd[1]);
+    return absl::InternalError("fork failed");
+  }
   if (pid == 0) {
+    // Die with the test: an aborted or crashed test must not leave bookies
+    // or servers running (holding ports, data dirs and inherited fds).
+    // Checking getppid() afterwards closes the race with a parent that died
+    // before prctl took effect.
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(126);
     dup2(pipefd[1], STDOUT_FILENO);
-    int log = open(p->log_path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
-    if (log >= 0) dup2(log, STDERR_FILENO);
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
+    int log = open(log_path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+    if (log >= 0) dup2(log, STDERR_FILENO);  // dup2 clears close-on-exec on fd 2
+    // Close every inherited descriptor but stdin/stdout/stderr (the test's
+    // sockets, RocksDB files, other children's pipes): a child must not keep
+    // them open after the test closed its side.
+    if (close_range(3, ~0U, 0) != 0) {
+      rlimit limit{};
+      const rlim_t max_fd = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
+                                ? limit.rlim_cur
+                                : 65536;
+      for (rlim_t fd = 3; fd < max_fd; ++fd) close(static_cast<int>(fd));
+    }
     execv(args[0], args.data());
     _exit(127);
   }

@@ -21,7 +21,10 @@ std::string BinaryPath(const std::string& relative);
 int FreePort();
 
 // A child process with stdout piped to the parent; stderr goes to a log file
-// (printed when a test fails, see LogTail).
+// (printed when a test fails, see LogTail). The child inherits no descriptor
+// but 0-2 and is killed (SIGKILL) when the thread that started it exits, so
+// a crashed or aborted test leaves no process behind. Start processes from
+// a thread that outlives them (the test's main thread).
 class Process {
  public:
   // Starts `argv` and waits until a stdout line contains `ready_marker`
