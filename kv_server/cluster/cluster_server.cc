@@ -38,6 +38,7 @@ constexpr absl::Duration kLeaseMargin = absl::Milliseconds(200);
 // Control passes run on every watch event and at least this often (a
 // missed event, or a store that was down, is picked up by the next pass).
 constexpr absl::Duration kControlPeriod = absl::Seconds(1);
+constexpr absl::Duration kTablesReload = absl::Seconds(10);
 
 int64_t NowNanos() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -538,6 +539,7 @@ absl::Status ClusterServer::Rebalance(
 
 void ClusterServer::ControlLoop() {
   bool store_error_reported = false;
+  absl::Time tables_loaded = absl::Now();
   while (true) {
     bool tables;
     {
@@ -545,9 +547,12 @@ void ClusterServer::ControlLoop() {
       if (!dirty_ && !stop_) cv_.WaitWithTimeout(&mu_, kControlPeriod);
       if (stop_) return;
       dirty_ = false;
-      tables = tables_dirty_;
+      // Watches only make changes visible sooner: a watch event lost to a
+      // compaction while disconnected is made up for by this reload.
+      tables = tables_dirty_ || absl::Now() - tables_loaded > kTablesReload;
       tables_dirty_ = false;
     }
+    if (tables) tables_loaded = absl::Now();
     absl::Status s;
     if (tables) {
       s = catalog_->Load();
