@@ -223,6 +223,9 @@ void ClusterServer::LoseSession(const char* why) {
     absl::MutexLock l(&mu_);
     session_ = metadata::kNoSession;
     controller_version_ = 0;
+    // Learnt under the lost session: ranges may have moved since.
+    assignments_.clear();
+    assignment_versions_.clear();
     dirty_ = true;
     cv_.SignalAll();
   }
@@ -240,6 +243,16 @@ void ClusterServer::LeaseLoop() {
       session = session_;
     }
     if (session == metadata::kNoSession) {
+      // Not before every range of the lost session is closed: a new
+      // session makes the lease valid again, and a range still open from
+      // the old one (possibly moved elsewhere meanwhile) would then serve
+      // stale linearizable reads.
+      if (!host_->Known().empty()) {
+        Wake();
+        absl::MutexLock l(&mu_);
+        cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
+        continue;
+      }
       absl::Status registered = Register(options_.lease_ttl);
       if (!registered.ok() && !reported) {
         Log(absl::StrCat("cannot register again yet: ", registered.ToString()));
@@ -270,6 +283,11 @@ void ClusterServer::LeaseLoop() {
 }
 
 absl::Status ClusterServer::RefreshAssignments() {
+  metadata::SessionId session;
+  {
+    absl::MutexLock l(&mu_);
+    session = session_;
+  }
   ASSIGN_OR_RETURN(std::vector<metadata::KeyValue> listed,
                    store_->List(keys_.AssignmentsPrefix()));
   std::map<uint64_t, meta::RangeAssignment> assignments;
@@ -283,6 +301,9 @@ absl::Status ClusterServer::RefreshAssignments() {
     assignments[a.range_id()] = std::move(a);
   }
   absl::MutexLock l(&mu_);
+  // A list taken under a session that ended meanwhile may name this server
+  // as the owner of ranges that have moved: never act on it.
+  if (session != session_) return absl::UnavailableError("session changed during the listing");
   assignments_ = std::move(assignments);
   assignment_versions_ = std::move(versions);
   return absl::OkStatus();
