@@ -343,7 +343,11 @@ std::string RangeHost::owner() const {
 absl::StatusOr<std::shared_ptr<const meta::TableMetadata>> RangeHost::Table(
     std::string_view table) {
   if (table.empty()) return absl::InvalidArgumentError("request names no table");
-  return catalog_->Get(table);
+  absl::StatusOr<std::shared_ptr<const meta::TableMetadata>> got = catalog_->Get(table);
+  if (absl::IsNotFound(got.status()) && options_.on_table_miss) {
+    return options_.on_table_miss(table, got.status());
+  }
+  return got;
 }
 
 absl::StatusOr<std::shared_ptr<Range>> RangeHost::Serving(const meta::TableMetadata& table,

@@ -83,6 +83,11 @@ struct RangeHostOptions {
   // Called by DestroyRange before anything is deleted (cluster mode: drop
   // the range's assignment so that its owner stops serving it).
   std::function<absl::Status(uint64_t range_id)> before_destroy;
+  // Called when a request names a table the catalog does not know, with
+  // the NOT_FOUND; returns the status to answer (cluster mode: a table just
+  // created through another server may not have reached this catalog yet).
+  // Must not block.
+  std::function<absl::Status(std::string_view table, absl::Status not_found)> on_table_miss;
 };
 
 class RangeHost final : public RangeLocator {

@@ -281,3 +281,86 @@ TEST(ClusterBalanceProcessTest, JoiningServerGetsHalfTheRangesAndKeepsEveryWrite
 
 }  // namespace
 }  // namespace ledgerkv
+
+namespace ledgerkv {
+namespace {
+
+// Dropping a table through one server stops its ranges on their owners
+// (assignments gone, nothing served), and a table re-created under the
+// same name starts empty.
+TEST(ClusterTableProcessTest, DropThroughAnyServerRemovesAssignmentsAndRecreatedTableIsEmpty) {
+  ClusterFlags flags;
+  flags.lease_ttl_s = kLeaseTtlS;
+  auto started = TestCluster::Start(flags);
+  if (!started.ok() && absl::IsFailedPrecondition(started.status())) GTEST_SKIP();
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<TestCluster> cluster = std::move(*started);
+
+  client::ClientOptions o;
+  o.endpoint = cluster->Endpoints();
+  o.max_attempts = 20;
+  auto c = client::KvClient::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  v1::CreateTableRequest create;
+  create.set_name("gone");
+  create.add_split_keys("m");
+  auto created = (*c)->CreateTable(create);
+  ASSERT_TRUE(created.ok()) << created.status();
+  for (const char* key : {"a", "z"}) {
+    v1::PutRequest put;
+    put.set_table("gone");
+    put.set_key(key);
+    put.set_value("old");
+    auto r = (*c)->Put(put);
+    ASSERT_TRUE(r.ok()) << key << ": " << r.status() << cluster->LogTails();
+  }
+
+  // Drop through the server that is not the controller's first pick.
+  client::ClientOptions o2;
+  o2.endpoint = cluster->server_address(1);
+  auto c2 = client::KvClient::Create(o2);
+  ASSERT_TRUE(c2.ok());
+  v1::DropTableRequest drop;
+  drop.set_name("gone");
+  auto dropped = (*c2)->DropTable(drop);
+  ASSERT_TRUE(dropped.ok()) << dropped.status() << cluster->LogTails();
+  for (const auto& r : created->ranges()) {
+    auto a = cluster->Assignment(r.range_id());
+    EXPECT_TRUE(absl::IsNotFound(a.status())) << "range " << r.range_id() << " still assigned";
+  }
+
+  auto again = (*c)->CreateTable(create);
+  ASSERT_TRUE(again.ok()) << again.status();
+  for (const char* key : {"a", "z"}) {
+    v1::GetRequest get;
+    get.set_table("gone");
+    get.set_key(key);
+    // A server learns of the new table through a watch: NOT_FOUND briefly.
+    auto got = (*c)->Get(get);
+    for (int i = 0; i < 50 && absl::IsNotFound(got.status()); ++i) {
+      absl::SleepFor(absl::Milliseconds(100));
+      got = (*c)->Get(get);
+    }
+    ASSERT_TRUE(got.ok()) << key << ": " << got.status() << cluster->LogTails();
+    EXPECT_FALSE(got->found()) << key << " survived the drop";
+  }
+  auto status = cluster->RunLedgerkv({"cluster", "--metadata", cluster->MetadataUri(), "status"});
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_FALSE(absl::StrContains(*status, "orphan")) << *status;
+
+  // A table that never existed is still NOT_FOUND, on every server.
+  for (int i = 0; i < cluster->server_count(); ++i) {
+    client::ClientOptions oi;
+    oi.endpoint = cluster->server_address(i);
+    auto ci = client::KvClient::Create(oi);
+    ASSERT_TRUE(ci.ok());
+    v1::GetRequest get;
+    get.set_table("never-created");
+    get.set_key("a");
+    auto got = (*ci)->Get(get);
+    EXPECT_TRUE(absl::IsNotFound(got.status())) << "server " << i << ": " << got.status();
+  }
+}
+
+}  // namespace
+}  // namespace ledgerkv

@@ -105,8 +105,7 @@ struct CacheKey {
 // finish from the first also finishes from the second, which merely keeps
 // more ops available. The memo is keyed by (K, x) and holds the U sets seen;
 // a state is skipped if a subset of its U was seen (all seen states failed
-// or are its ancestors). Without unknown ops this is Lowe's plain memo, and
-// it keeps timeouts from exploding into every subset of pending ops.
+// or are its ancestors). Without unknown ops this is Lowe's plain memo.
 class KeySearch {
  public:
   enum class Verdict { kLinearizable, kViolation, kTimedOut };
@@ -523,6 +522,19 @@ const char* OutcomeName(Outcome o) {
   return "?";
 }
 
+// An op's input fields only; outcome kUnknown until completed.
+Operation Input(int client, const std::string& key, OpKind kind, const std::string& value,
+                const Value& expected) {
+  Operation op;
+  op.client = client;
+  op.key = key;
+  op.kind = kind;
+  op.value = value;
+  op.expected = expected;
+  op.outcome = Outcome::kUnknown;
+  return op;
+}
+
 }  // namespace
 
 CheckResult CheckHistory(const std::vector<Operation>& history, absl::Duration budget) {
@@ -603,13 +615,7 @@ int64_t HistoryRecorder::NowNs() const {
 }
 
 int64_t HistoryRecorder::Invoke(const Operation& op) {
-  Operation recorded;
-  recorded.client = op.client;
-  recorded.key = op.key;
-  recorded.kind = op.kind;
-  recorded.value = op.value;
-  recorded.expected = op.expected;
-  recorded.outcome = Outcome::kUnknown;
+  Operation recorded = Input(op.client, op.key, op.kind, op.value, op.expected);
   absl::MutexLock lock(&mu_);
   // Stamped under the lock so that indices are in invoke order.
   recorded.invoke_ns = NowNs() - start_ns_;
@@ -619,40 +625,21 @@ int64_t HistoryRecorder::Invoke(const Operation& op) {
 }
 
 int64_t HistoryRecorder::InvokeRead(int client, const std::string& key) {
-  Operation op;
-  op.client = client;
-  op.key = key;
-  op.kind = OpKind::kRead;
-  return Invoke(op);
+  return Invoke(Input(client, key, OpKind::kRead, "", std::nullopt));
 }
 
 int64_t HistoryRecorder::InvokeWrite(int client, const std::string& key,
                                      const std::string& value) {
-  Operation op;
-  op.client = client;
-  op.key = key;
-  op.kind = OpKind::kWrite;
-  op.value = value;
-  return Invoke(op);
+  return Invoke(Input(client, key, OpKind::kWrite, value, std::nullopt));
 }
 
 int64_t HistoryRecorder::InvokeCas(int client, const std::string& key, const Value& expected,
                                    const std::string& new_value) {
-  Operation op;
-  op.client = client;
-  op.key = key;
-  op.kind = OpKind::kCas;
-  op.expected = expected;
-  op.value = new_value;
-  return Invoke(op);
+  return Invoke(Input(client, key, OpKind::kCas, new_value, expected));
 }
 
 int64_t HistoryRecorder::InvokeDelete(int client, const std::string& key) {
-  Operation op;
-  op.client = client;
-  op.key = key;
-  op.kind = OpKind::kDelete;
-  return Invoke(op);
+  return Invoke(Input(client, key, OpKind::kDelete, "", std::nullopt));
 }
 
 void HistoryRecorder::Complete(int64_t index, Outcome outcome, const Value& observed,

@@ -85,14 +85,15 @@ struct CheckResult {
 // search; when it runs out the result has timed_out = true and
 // linearizable = false.
 // Cost: fast when few ops overlap (a few thousand ops per key with 5-10
-// clients take milliseconds). Ops of unknown outcome stay pending forever,
-// so each one can take effect at any later point: a linearizable history
-// with many of them is still found quickly (the search tries them early),
-// but proving a violation must rule out every placement and can blow up
-// (hundreds of unknown ops on one key can exceed a minute). Then the result
-// is timed_out, and the explanation shows the deepest dead end the search
-// reached, which is usually where the violation is. Spread load over
-// several keys and keep timeouts per key to dozens for crisp verdicts.
+// clients take milliseconds, also with many unknown ops). Ops of unknown
+// outcome stay pending forever, so proving a violation must rule out every
+// placement of each: with a handful per key that takes well under seconds,
+// with dozens in a history of thousands of ops it can take seconds to
+// minutes. A quarter of the remaining budget goes to a search tuned for
+// finding a linearization, the rest to one tuned for proving a violation.
+// On timeout the explanation shows the deepest dead end reached, usually
+// where the violation is. Spread load over several keys and keep timeouts
+// per key to dozens for crisp verdicts.
 // A history is malformed (linearizable = false, explanation says why, key
 // set) if a kOk op completes before its invoke.
 CheckResult CheckHistory(const std::vector<Operation>& history,

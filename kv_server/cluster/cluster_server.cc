@@ -120,6 +120,9 @@ absl::Status ClusterServer::Init() {
   ho.may_open = [this](uint64_t id) { return LeaseValid() && AssignedHere(id); };
   ho.owner_of = [this](uint64_t id) { return OwnerAddress(id); };
   ho.before_destroy = [this](uint64_t id) { return DeleteAssignment(id); };
+  ho.on_table_miss = [this](std::string_view table, absl::Status not_found) {
+    return OnTableMiss(table, std::move(not_found));
+  };
   ASSIGN_OR_RETURN(host_, RangeHost::Create(catalog_.get(), std::move(ho)));
 
   kv_service_ = std::make_unique<KvService>(host_.get(), o.limits);
@@ -215,6 +218,27 @@ void ClusterServer::Wake() {
   absl::MutexLock l(&mu_);
   dirty_ = true;
   cv_.SignalAll();
+}
+
+absl::Status ClusterServer::OnTableMiss(std::string_view table, absl::Status not_found) {
+  const int64_t now = NowNanos();
+  absl::MutexLock l(&mu_);
+  auto it = table_misses_.find(table);
+  if (it != table_misses_.end() && tables_load_started_ > it->second) {
+    // A catalog load that started after the first miss did not find it
+    // either: the table did not exist when this request was sent.
+    table_misses_.erase(it);
+    return not_found;
+  }
+  if (it == table_misses_.end()) {
+    if (table_misses_.size() >= 10000) table_misses_.clear();
+    table_misses_.emplace(std::string(table), now);
+  }
+  tables_dirty_ = true;
+  dirty_ = true;
+  cv_.SignalAll();
+  return RetrySafe(absl::UnavailableError(absl::StrCat(
+      "table ", std::string(table), " is not known to this server yet (reloading the table list); retry")));
 }
 
 void ClusterServer::LoseSession(const char* why) {
@@ -576,10 +600,13 @@ void ClusterServer::ControlLoop() {
     if (tables) tables_loaded = absl::Now();
     absl::Status s;
     if (tables) {
+      const int64_t started = NowNanos();
       s = catalog_->Load();
+      absl::MutexLock l(&mu_);
       if (!s.ok()) {
-        absl::MutexLock l(&mu_);
         tables_dirty_ = true;
+      } else {
+        tables_load_started_ = started;
       }
     }
     if (s.ok()) s = RefreshAssignments();

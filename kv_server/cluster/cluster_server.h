@@ -142,6 +142,9 @@ class ClusterServer {
                          const std::map<std::string, int>& load);
 
   void Wake() ABSL_LOCKS_EXCLUDED(mu_);
+  // RangeHostOptions::on_table_miss (docs/cluster.md, "Tables").
+  absl::Status OnTableMiss(std::string_view table, absl::Status not_found)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const ClusterServerOptions options_;
   const metadata::Keys keys_;
@@ -171,6 +174,10 @@ class ClusterServer {
   std::map<uint64_t, meta::v1::RangeAssignment> assignments_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, metadata::Version> assignment_versions_ ABSL_GUARDED_BY(mu_);
   bool dirty_ ABSL_GUARDED_BY(mu_) = true;
+  // Tables a request named that the catalog did not know, and when.
+  std::map<std::string, int64_t, std::less<>> table_misses_ ABSL_GUARDED_BY(mu_);
+  // Steady-clock ns when the last successful catalog load started.
+  int64_t tables_load_started_ ABSL_GUARDED_BY(mu_) = 0;
   bool tables_dirty_ ABSL_GUARDED_BY(mu_) = true;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ = false;
