@@ -1,11 +1,12 @@
-// Linearizability under faults, with real processes (Debian's etcd, three
+// Linearizability under faults, with real processes (Debian's etcd, four
 // `ledgerkv bookie`, two `ledgerkv server`): concurrent clients read, write
 // and compare-and-set a handful of keys on two ranges (owned by different
 // servers) through the client library, while the owner of one range is
-// killed (-9) and restarted and the owner of the other is paused past its
-// lease (SIGSTOP) and resumed. The recorded history (invocation and
-// completion times, results; errors that leave the outcome open as
-// unknown) must be linearizable per key (tests/linearizability.h).
+// killed (-9) and restarted, the owner of the other is paused past its
+// lease (SIGSTOP) and resumed, a bookie of a log's ensemble is killed (-9),
+// and etcd is stopped for a lease and restarted. The recorded history
+// (invocation and completion times, results; errors that leave the outcome
+// open as unknown) must be linearizable per key (tests/linearizability.h).
 #include <atomic>
 #include <memory>
 #include <random>
@@ -144,6 +145,7 @@ void RunClient(int id, const std::string& endpoints, HistoryRecorder* history,
 TEST(ClusterLinearizabilityProcessTest, HistoryUnderOwnerKillAndPauseIsLinearizable) {
   ClusterFlags flags;
   flags.lease_ttl_s = kLeaseTtlS;
+  flags.bookies = 4;  // E=3: a spare to replace the bookie killed below
   auto started = TestCluster::Start(flags);
   if (!started.ok() && absl::IsFailedPrecondition(started.status())) GTEST_SKIP();
   ASSERT_TRUE(started.ok()) << started.status();
@@ -222,7 +224,21 @@ TEST(ClusterLinearizabilityProcessTest, HistoryUnderOwnerKillAndPauseIsLineariza
   absl::SleepFor(absl::Seconds(1));
   cluster->ContinueServer(paused);
   for (auto& t : probes) t.join();
-  absl::SleepFor(absl::Seconds(4));
+  absl::SleepFor(absl::Seconds(3));
+
+  // Fault 3: kill -9 a bookie of the ensemble of range k's log.
+  auto ensemble = cluster->CurrentLogEnsemble(range_k);
+  ASSERT_TRUE(ensemble.ok()) << ensemble.status();
+  for (int i = 0; i < flags.bookies; ++i) {
+    if (cluster->bookie_id(i) == ensemble->front()) cluster->KillBookie(i);
+  }
+  absl::SleepFor(absl::Seconds(3));
+
+  // Fault 4: etcd down for about a lease, then back.
+  cluster->etcd().Stop();
+  absl::SleepFor(absl::Seconds(kLeaseTtlS));
+  ASSERT_TRUE(cluster->etcd().Restart().ok());
+  absl::SleepFor(absl::Seconds(5));
 
   const int ok_before_stop = ok_ops.load();
   stop = true;
