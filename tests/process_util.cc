@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "absl/debugging/failure_signal_handler.h"
 #include "absl/debugging/symbolize.h"
@@ -79,6 +80,16 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Start(std::vector<std::string>
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
+  // The ledgerkv binary turns absl's mutex deadlock detector off for speed;
+  // children of tests keep it on, so a lock-order inversion still shows.
+  static const std::string kDetect = "LEDGERKV_MUTEX_DEADLOCK_DETECTION=1";
+  std::vector<char*> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::string_view(*e).starts_with("LEDGERKV_MUTEX_DEADLOCK_DETECTION=")) continue;
+    env.push_back(*e);
+  }
+  env.push_back(const_cast<char*>(kDetect.c_str()));
+  env.push_back(nullptr);
   const char* log_path = p->log_path_.c_str();
   const pid_t parent = getpid();
   int pipefd[2];
@@ -108,7 +119,7 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Start(std::vector<std::string>
                                 : 65536;
       for (rlim_t fd = 3; fd < max_fd; ++fd) close(static_cast<int>(fd));
     }
-    execv(args[0], args.data());
+    execve(args[0], args.data(), env.data());
     _exit(127);
   }
   close(pipefd[1]);
