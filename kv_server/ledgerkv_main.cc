@@ -23,12 +23,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "base/malloc_tuning.h"
@@ -84,38 +88,94 @@ sigset_t BlockShutdownSignals() {
   return set;
 }
 
+// One flag of a subcommand. kString and kPositive flags take a value
+// (kPositive: an integer > 0); kSwitch flags take none.
+struct Flag {
+  enum class Kind { kString, kPositive, kSwitch };
+  const char* name;
+  Kind kind;
+  std::function<void(const std::string& text, int64_t number)> set;
+};
+
+Flag StringFlag(const char* name, std::string* out) {
+  return {name, Flag::Kind::kString, [out](const std::string& v, int64_t) { *out = v; }};
+}
+
+Flag PositiveFlag(const char* name, std::function<void(int64_t)> set) {
+  return {name, Flag::Kind::kPositive, [set](const std::string&, int64_t n) { set(n); }};
+}
+
+Flag SwitchFlag(const char* name, std::function<void()> set) {
+  return {name, Flag::Kind::kSwitch, [set](const std::string&, int64_t) { set(); }};
+}
+
+// Applies `args` to `flags`. Returns nullopt to go on, or the exit code
+// (0 after --help, kExitUsage after a usage error, which it reports).
+std::optional<int> ParseFlags(const std::string& command, const std::vector<std::string>& args,
+                              const std::vector<Flag>& flags) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      absl::FPrintF(stdout, "%s", kUsage);
+      return 0;
+    }
+    const Flag* flag = nullptr;
+    for (const Flag& f : flags) {
+      if (a == f.name) flag = &f;
+    }
+    if (flag == nullptr) return Usage(absl::StrCat(command, ": unknown flag ", a));
+    if (flag->kind == Flag::Kind::kSwitch) {
+      flag->set("", 0);
+      continue;
+    }
+    int64_t n = 0;
+    const bool ok = i + 1 < args.size() &&
+                    (flag->kind == Flag::Kind::kString ||
+                     (absl::SimpleAtoi(args[i + 1], &n) && n > 0));
+    if (!ok) {
+      return Usage(absl::StrCat(command, ": ", a, " needs a value",
+                                flag->kind == Flag::Kind::kPositive ? " (a positive integer)" : ""));
+    }
+    flag->set(args[++i], n);
+  }
+  return std::nullopt;
+}
+
+// The common life of a serving command: `start` runs with SIGTERM/SIGINT
+// blocked in every thread; once it succeeded the ready line goes to stdout
+// (tests and scripts wait for it), then the main thread waits for a signal
+// and shuts the server down.
+template <typename Server>
+int ServeUntilSignalled(const std::string& command,
+                        const std::function<absl::StatusOr<std::unique_ptr<Server>>()>& start,
+                        const std::function<std::string(Server&)>& ready_line) {
+  sigset_t signals = BlockShutdownSignals();
+  absl::StatusOr<std::unique_ptr<Server>> server = start();
+  if (!server.ok()) {
+    absl::FPrintF(stderr, "ledgerkv %s: %s\n", command, server.status().ToString());
+    return 1;
+  }
+  absl::FPrintF(stdout, "%s\n", ready_line(**server));
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  absl::FPrintF(stderr, "ledgerkv %s: %s, shutting down\n", command, strsignal(sig));
+  (*server)->Shutdown();
+  absl::FPrintF(stderr, "ledgerkv %s: stopped\n", command);
+  return 0;
+}
+
 int RunBookie(const std::vector<std::string>& args) {
   ledgerkv::bookie::BookieOptions options;
   options.listen.clear();
   std::string metadata_uri;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= args.size()) return false;
-      *out = args[++i];
-      return true;
-    };
-    bool ok = true;
-    if (a == "--data-dir") {
-      ok = value(&options.data_dir);
-    } else if (a == "--listen") {
-      ok = value(&options.listen);
-    } else if (a == "--bookie-id") {
-      ok = value(&options.bookie_id);
-    } else if (a == "--metadata") {
-      ok = value(&metadata_uri);
-    } else if (a == "--cluster") {
-      ok = value(&options.cluster);
-    } else if (a == "--no-sync") {
-      options.sync = false;
-    } else if (a == "--help" || a == "-h") {
-      absl::FPrintF(stdout, "%s", kUsage);
-      return 0;
-    } else {
-      return Usage("bookie: unknown flag " + a);
-    }
-    if (!ok) return Usage("bookie: " + a + " needs a value");
-  }
+  std::optional<int> exit = ParseFlags(
+      "bookie", args,
+      {StringFlag("--data-dir", &options.data_dir), StringFlag("--listen", &options.listen),
+       StringFlag("--bookie-id", &options.bookie_id), StringFlag("--metadata", &metadata_uri),
+       StringFlag("--cluster", &options.cluster),
+       SwitchFlag("--no-sync", [&] { options.sync = false; })});
+  if (exit.has_value()) return *exit;
   if (options.data_dir.empty()) return Usage("bookie: --data-dir is required");
   if (options.listen.empty()) return Usage("bookie: --listen is required");
   if (!options.sync) {
@@ -123,76 +183,43 @@ int RunBookie(const std::vector<std::string>& args) {
                   "ledgerkv bookie: --no-sync: adds are acknowledged before fdatasync; a power "
                   "failure can lose acknowledged entries\n");
   }
-
-  sigset_t signals = BlockShutdownSignals();
   // With a metadata store the bookie registers itself (ephemeral, with its
   // instance id), checks its cookie and collects deleted ledgers.
   std::unique_ptr<ledgerkv::metadata::MetadataStore> store;
-  if (!metadata_uri.empty()) {
-    auto opened = ledgerkv::metadata::OpenMetadataStore(metadata_uri);
-    if (!opened.ok()) {
-      absl::FPrintF(stderr, "ledgerkv bookie: --metadata %s: %s\n", metadata_uri,
-                    opened.status().ToString());
-      return 1;
-    }
-    store = std::move(*opened);
-    options.metadata = store.get();
-  }
-  auto server = ledgerkv::bookie::BookieServer::Start(options);
-  if (!server.ok()) {
-    absl::FPrintF(stderr, "ledgerkv bookie: %s\n", server.status().ToString());
-    return 1;
-  }
-  absl::FPrintF(stdout, "bookie %s listening on %s instance %s\n", (*server)->bookie_id(),
-                (*server)->address(), (*server)->instance_id());
-  std::fflush(stdout);
-
-  int sig = 0;
-  sigwait(&signals, &sig);
-  absl::FPrintF(stderr, "ledgerkv bookie: %s, shutting down\n", strsignal(sig));
-  (*server)->Shutdown();
-  return 0;
+  using ledgerkv::bookie::BookieServer;
+  return ServeUntilSignalled<BookieServer>(
+      "bookie",
+      [&]() -> absl::StatusOr<std::unique_ptr<BookieServer>> {
+        if (!metadata_uri.empty()) {
+          auto opened = ledgerkv::metadata::OpenMetadataStore(metadata_uri);
+          if (!opened.ok()) {
+            return absl::Status(opened.status().code(),
+                                absl::StrCat("--metadata ", metadata_uri, ": ",
+                                             opened.status().message()));
+          }
+          store = std::move(*opened);
+          options.metadata = store.get();
+        }
+        return BookieServer::Start(options);
+      },
+      [](BookieServer& s) {
+        return absl::StrCat("bookie ", s.bookie_id(), " listening on ", s.address(), " instance ",
+                            s.instance_id());
+      });
 }
 
 int RunStandalone(const std::vector<std::string>& args) {
   ledgerkv::kv::StandaloneOptions options;
   options.listen.clear();
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    std::string v;
-    auto value = [&]() {
-      if (i + 1 >= args.size()) return false;
-      v = args[++i];
-      return true;
-    };
-    auto positive = [&](int64_t* out) { return value() && absl::SimpleAtoi(v, out) && *out > 0; };
-    bool ok = true;
-    int64_t n = 0;
-    if (a == "--data-dir") {
-      ok = value();
-      options.data_dir = v;
-    } else if (a == "--listen") {
-      ok = value();
-      options.listen = v;
-    } else if (a == "--bookies") {
-      ok = positive(&n);
-      options.bookies = static_cast<int>(n);
-    } else if (a == "--snapshot-log-mb") {
-      ok = positive(&n);
-      options.snapshot_log_bytes = n << 20;
-    } else if (a == "--snapshot-interval-s") {
-      ok = positive(&n);
-      options.snapshot_interval = absl::Seconds(n);
-    } else if (a == "--no-sync") {
-      options.sync = false;
-    } else if (a == "--help" || a == "-h") {
-      absl::FPrintF(stdout, "%s", kUsage);
-      return 0;
-    } else {
-      return Usage("standalone: unknown flag " + a);
-    }
-    if (!ok) return Usage("standalone: " + a + " needs a value (a positive integer for numbers)");
-  }
+  std::optional<int> exit = ParseFlags(
+      "standalone", args,
+      {StringFlag("--data-dir", &options.data_dir), StringFlag("--listen", &options.listen),
+       PositiveFlag("--bookies", [&](int64_t n) { options.bookies = static_cast<int>(n); }),
+       PositiveFlag("--snapshot-log-mb", [&](int64_t n) { options.snapshot_log_bytes = n << 20; }),
+       PositiveFlag("--snapshot-interval-s",
+                    [&](int64_t n) { options.snapshot_interval = absl::Seconds(n); }),
+       SwitchFlag("--no-sync", [&] { options.sync = false; })});
+  if (exit.has_value()) return *exit;
   if (options.data_dir.empty()) return Usage("standalone: --data-dir is required");
   if (options.listen.empty()) return Usage("standalone: --listen is required");
   if (!options.sync) {
@@ -200,98 +227,38 @@ int RunStandalone(const std::vector<std::string>& args) {
                   "ledgerkv standalone: --no-sync: bookies acknowledge before fdatasync; a "
                   "machine failure can lose acknowledged writes\n");
   }
-
-  sigset_t signals = BlockShutdownSignals();
-  auto server = ledgerkv::kv::Standalone::Start(options);
-  if (!server.ok()) {
-    absl::FPrintF(stderr, "ledgerkv standalone: %s\n", server.status().ToString());
-    return 1;
-  }
-  absl::FPrintF(stdout, "ledgerkv standalone serving on %s\n", (*server)->address());
-  std::fflush(stdout);
-
-  int sig = 0;
-  sigwait(&signals, &sig);
-  absl::FPrintF(stderr, "ledgerkv standalone: %s, shutting down\n", strsignal(sig));
-  (*server)->Shutdown();
-  absl::FPrintF(stderr, "ledgerkv standalone: stopped\n");
-  return 0;
+  using ledgerkv::kv::Standalone;
+  return ServeUntilSignalled<Standalone>(
+      "standalone", [&] { return Standalone::Start(options); },
+      [](Standalone& s) { return absl::StrCat("ledgerkv standalone serving on ", s.address()); });
 }
 
 int RunServer(const std::vector<std::string>& args) {
   ledgerkv::kv::ClusterServerOptions options;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    std::string v;
-    auto value = [&]() {
-      if (i + 1 >= args.size()) return false;
-      v = args[++i];
-      return true;
-    };
-    auto positive = [&](int64_t* out) { return value() && absl::SimpleAtoi(v, out) && *out > 0; };
-    bool ok = true;
-    int64_t n = 0;
-    if (a == "--data-dir") {
-      ok = value();
-      options.data_dir = v;
-    } else if (a == "--listen") {
-      ok = value();
-      options.listen = v;
-    } else if (a == "--metadata") {
-      ok = value();
-      options.metadata = v;
-    } else if (a == "--cluster") {
-      ok = value();
-      options.cluster = v;
-    } else if (a == "--server-id") {
-      ok = value();
-      options.server_id = v;
-    } else if (a == "--lease-ttl-s") {
-      ok = positive(&n);
-      options.lease_ttl = absl::Seconds(n);
-    } else if (a == "--ensemble") {
-      ok = positive(&n);
-      options.ensemble_size = static_cast<int>(n);
-    } else if (a == "--write-quorum") {
-      ok = positive(&n);
-      options.write_quorum = static_cast<int>(n);
-    } else if (a == "--ack-quorum") {
-      ok = positive(&n);
-      options.ack_quorum = static_cast<int>(n);
-    } else if (a == "--snapshot-log-mb") {
-      ok = positive(&n);
-      options.snapshot_log_bytes = n << 20;
-    } else if (a == "--snapshot-interval-s") {
-      ok = positive(&n);
-      options.snapshot_interval = absl::Seconds(n);
-    } else if (a == "--help" || a == "-h") {
-      absl::FPrintF(stdout, "%s", kUsage);
-      return 0;
-    } else {
-      return Usage("server: unknown flag " + a);
-    }
-    if (!ok) return Usage("server: " + a + " needs a value (a positive integer for numbers)");
-  }
+  std::optional<int> exit = ParseFlags(
+      "server", args,
+      {StringFlag("--data-dir", &options.data_dir), StringFlag("--listen", &options.listen),
+       StringFlag("--metadata", &options.metadata), StringFlag("--cluster", &options.cluster),
+       StringFlag("--server-id", &options.server_id),
+       PositiveFlag("--lease-ttl-s", [&](int64_t n) { options.lease_ttl = absl::Seconds(n); }),
+       PositiveFlag("--ensemble", [&](int64_t n) { options.ensemble_size = static_cast<int>(n); }),
+       PositiveFlag("--write-quorum",
+                    [&](int64_t n) { options.write_quorum = static_cast<int>(n); }),
+       PositiveFlag("--ack-quorum", [&](int64_t n) { options.ack_quorum = static_cast<int>(n); }),
+       PositiveFlag("--snapshot-log-mb", [&](int64_t n) { options.snapshot_log_bytes = n << 20; }),
+       PositiveFlag("--snapshot-interval-s",
+                    [&](int64_t n) { options.snapshot_interval = absl::Seconds(n); })});
+  if (exit.has_value()) return *exit;
   if (options.data_dir.empty()) return Usage("server: --data-dir is required");
   if (options.listen.empty()) return Usage("server: --listen is required");
   if (options.metadata.empty()) return Usage("server: --metadata is required");
-
-  sigset_t signals = BlockShutdownSignals();
-  auto server = ledgerkv::kv::ClusterServer::Start(options);
-  if (!server.ok()) {
-    absl::FPrintF(stderr, "ledgerkv server: %s\n", server.status().ToString());
-    return 1;
-  }
-  absl::FPrintF(stdout, "ledgerkv server %s serving on %s instance %s\n", (*server)->server_id(),
-                (*server)->address(), (*server)->instance_id());
-  std::fflush(stdout);
-
-  int sig = 0;
-  sigwait(&signals, &sig);
-  absl::FPrintF(stderr, "ledgerkv server: %s, shutting down\n", strsignal(sig));
-  (*server)->Shutdown();
-  absl::FPrintF(stderr, "ledgerkv server: stopped\n");
-  return 0;
+  using ledgerkv::kv::ClusterServer;
+  return ServeUntilSignalled<ClusterServer>(
+      "server", [&] { return ClusterServer::Start(options); },
+      [](ClusterServer& s) {
+        return absl::StrCat("ledgerkv server ", s.server_id(), " serving on ", s.address(),
+                            " instance ", s.instance_id());
+      });
 }
 
 }  // namespace
