@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/entry_checksum.h"
+#include "base/process_tuning.h"
 #include "benchmark/benchmark.h"
 #include "grpcpp/grpcpp.h"
 #include "ledger/bookie/bookie_server.h"
@@ -107,6 +108,7 @@ BENCHMARK(BM_BookieAdd)
 }  // namespace ledgerkv::bench
 
 int main(int argc, char** argv) {
+  ledgerkv::TuneProcessForServer();  // as in the ledgerkv binary
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   ledgerkv::bench::StartBookie();

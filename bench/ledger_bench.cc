@@ -27,7 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "base/malloc_tuning.h"
+#include "base/process_tuning.h"
 #include "bench/disk_probe.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -257,6 +257,6 @@ int Main(int argc, char** argv) {
 }  // namespace ledgerkv::bench
 
 int main(int argc, char** argv) {
-  ledgerkv::TuneMallocForServer();  // as in the ledgerkv binary
+  ledgerkv::TuneProcessForServer();  // as in the ledgerkv binary
   return ledgerkv::bench::Main(argc, argv);
 }

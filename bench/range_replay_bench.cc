@@ -24,7 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "base/malloc_tuning.h"
+#include "base/process_tuning.h"
 #include "kv_server/range/range.h"
 #include "ledger/bookie/bookie_server.h"
 #include "ledger/ledger_client.h"
@@ -237,6 +237,6 @@ int Main(int argc, char** argv) {
 }  // namespace ledgerkv
 
 int main(int argc, char** argv) {
-  ledgerkv::TuneMallocForServer();  // as in the ledgerkv binary
+  ledgerkv::TuneProcessForServer();  // as in the ledgerkv binary
   return ledgerkv::Main(argc, argv);
 }

@@ -21,7 +21,6 @@
 // (exit 0).
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -34,8 +33,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
-#include "base/malloc_tuning.h"
+#include "base/process_tuning.h"
 #include "kv_server/cluster/cluster_server.h"
 #include "kv_server/cluster_cli.h"
 #include "kv_server/ledger_cli.h"
@@ -264,17 +262,7 @@ int RunServer(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ledgerkv::TuneMallocForServer();
-  // Debian's libabsl is built in debug mode, which turns on absl::Mutex's
-  // deadlock detector: a lock-order graph updated on every acquisition,
-  // 2.6% of the server's CPU under a put load (docs/performance.md). The
-  // unit tests keep it on (they are separate binaries); the process tests
-  // keep it on for the children they start (tests/process_util.cc sets
-  // LEDGERKV_MUTEX_DEADLOCK_DETECTION=1).
-  const char* detect = std::getenv("LEDGERKV_MUTEX_DEADLOCK_DETECTION");
-  if (detect == nullptr || std::string_view(detect) != "1") {
-    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  }
+  ledgerkv::TuneProcessForServer();
   if (argc < 2) return Usage("missing command");
   const std::string_view command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
