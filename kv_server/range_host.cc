@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -24,6 +27,26 @@ std::string LogName(uint64_t range_id) { return absl::StrCat("range-", range_id)
 // Keeps the first error.
 void Note(absl::Status& first, const absl::Status& s) {
   if (first.ok() && !s.ok()) first = s;
+}
+
+constexpr char kRestoreSuffix[] = ".restore";
+
+// Whether `name` is an entry RangeHost creates in ranges_dir: a range id in
+// canonical decimal (RangeDir), or that followed by ".restore" (snapshot
+// restore scratch dir, SnapshotOptions). Anything else is not ours.
+bool ParseRangeDirName(std::string name, uint64_t* id) {
+  if (absl::EndsWith(name, kRestoreSuffix)) name.resize(name.size() - (sizeof(kRestoreSuffix) - 1));
+  if (name.empty() || name.size() > 20 || name[0] == '0') return false;
+  for (char c : name) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return absl::SimpleAtoi(name, id);  // false on overflow
+}
+
+// A real directory (not a symlink to one, not a file).
+bool IsPlainDir(const std::filesystem::path& path) {
+  std::error_code ec;
+  return std::filesystem::symlink_status(path, ec).type() == std::filesystem::file_type::directory;
 }
 
 }  // namespace
@@ -95,6 +118,8 @@ absl::Status RangeHost::OpenSlot(uint64_t id) {
   uint64_t generation;
   {
     absl::MutexLock l(&mu_);
+    // Range::Open must not meet a directory half removed.
+    AwaitNotSweepingLocked(id);
     auto it = slots_.find(id);
     if (it == slots_.end()) return absl::UnavailableError("range host is shutting down");
     Slot& slot = it->second;
@@ -158,6 +183,17 @@ void RangeHost::FailLocked(Slot& slot, const absl::Status& why) {
   cv_.SignalAll();
 }
 
+void RangeHost::AwaitNotSweepingLocked(uint64_t id) {
+  while (sweeping_.contains(id)) cv_.Wait(&mu_);
+}
+
+void RangeHost::BeginClosingLocked(uint64_t id) { ++closing_[id]; }
+
+void RangeHost::EndClosingLocked(uint64_t id) {
+  auto it = closing_.find(id);
+  if (it != closing_.end() && --it->second == 0) closing_.erase(it);
+}
+
 void RangeHost::OnFailed(uint64_t id, uint64_t generation, const absl::Status& why) {
   absl::MutexLock l(&mu_);
   auto it = slots_.find(id);
@@ -182,10 +218,14 @@ void RangeHost::ReopenLoop() {
     if (!to_close_.empty()) {
       std::vector<std::shared_ptr<Range>> closing = std::move(to_close_);
       to_close_.clear();
+      std::vector<uint64_t> ids;
+      for (const auto& range : closing) ids.push_back(range->descriptor().range_id);
+      for (uint64_t id : ids) BeginClosingLocked(id);
       mu_.Unlock();
       for (auto& range : closing) IgnoreError(range->Close());
       closing.clear();
       mu_.Lock();
+      for (uint64_t id : ids) EndClosingLocked(id);
       continue;
     }
     const absl::Time now = absl::Now();
@@ -217,13 +257,18 @@ absl::Status RangeHost::DestroyRange(const meta::RangeMetadata& range) {
   std::shared_ptr<Range> serving;
   {
     absl::MutexLock l(&mu_);
-    // An open in progress would recreate the log: let it finish first.
-    while (slots_.contains(id) && slots_.at(id).state == State::kOpening) cv_.Wait(&mu_);
+    // An open in progress would recreate the log: let it finish first. A
+    // sweep removing the directory too: let it finish (one remover at a time).
+    while (sweeping_.contains(id) ||
+           (slots_.contains(id) && slots_.at(id).state == State::kOpening)) {
+      cv_.Wait(&mu_);
+    }
     auto it = slots_.find(id);
     if (it != slots_.end()) {
       serving = std::move(it->second.range);
       slots_.erase(it);
     }
+    BeginClosingLocked(id);
   }
   absl::Status first;
   if (serving != nullptr) {
@@ -241,7 +286,9 @@ absl::Status RangeHost::DestroyRange(const meta::RangeMetadata& range) {
   if (ec) {
     Note(first, absl::InternalError(absl::StrCat("remove ", RangeDir(id), ": ", ec.message())));
   }
-  std::filesystem::remove_all(RangeDir(id) + ".restore", ec);
+  std::filesystem::remove_all(RangeDir(id) + kRestoreSuffix, ec);
+  absl::MutexLock l(&mu_);
+  EndClosingLocked(id);
   return first;
 }
 
@@ -305,13 +352,17 @@ void RangeHost::Release(uint64_t range_id) {
     if (it == slots_.end()) return;
     serving = std::move(it->second.range);
     slots_.erase(it);
+    if (serving == nullptr) return;
+    BeginClosingLocked(range_id);
   }
-  if (serving == nullptr) return;
   absl::Status closed = serving->Close();
   if (!closed.ok()) {
     absl::FPrintF(stderr, "ledgerkv: range %d: close on release: %s\n", range_id,
                   closed.ToString());
   }
+  serving.reset();
+  absl::MutexLock l(&mu_);
+  EndClosingLocked(range_id);
 }
 
 std::vector<uint64_t> RangeHost::Known() const {
@@ -319,6 +370,81 @@ std::vector<uint64_t> RangeHost::Known() const {
   std::vector<uint64_t> ids;
   for (const auto& [id, slot] : slots_) ids.push_back(id);
   return ids;
+}
+
+absl::StatusOr<std::vector<uint64_t>> RangeHost::SweepLocalDirs(
+    const std::set<uint64_t>& referenced) {
+  namespace fs = std::filesystem;
+  {
+    absl::MutexLock l(&mu_);
+    if (shutdown_) return absl::UnavailableError("range host is shutting down");
+  }
+  // 1. Candidates: entries named like a range's directories, of ranges no
+  // table references. A listing that fails part-way removes nothing.
+  std::set<uint64_t> candidates;
+  std::error_code ec;
+  fs::directory_iterator it(options_.ranges_dir, ec);
+  if (ec == std::errc::no_such_file_or_directory) return std::vector<uint64_t>();
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    uint64_t id = 0;
+    if (!ParseRangeDirName(it->path().filename().string(), &id)) continue;
+    if (referenced.contains(id) || !IsPlainDir(it->path())) continue;
+    candidates.insert(id);
+  }
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot list ", options_.ranges_dir, ": ", ec.message()));
+  }
+  if (candidates.empty()) return std::vector<uint64_t>();
+
+  // 2. Claim those not in use here. From now until step 4, opening or
+  // destroying a claimed range waits (AwaitNotSweepingLocked).
+  std::vector<uint64_t> claimed;
+  {
+    absl::MutexLock l(&mu_);
+    if (shutdown_) return absl::UnavailableError("range host is shutting down");
+    std::set<uint64_t> in_use;
+    for (const auto& range : to_close_) in_use.insert(range->descriptor().range_id);
+    for (uint64_t id : candidates) {
+      if (slots_.contains(id) || closing_.contains(id) || sweeping_.contains(id) ||
+          in_use.contains(id)) {
+        continue;
+      }
+      sweeping_.insert(id);
+      claimed.push_back(id);
+    }
+  }
+
+  // 3. Remove (slow for a big RocksDB: without the lock).
+  absl::Status first;
+  std::vector<uint64_t> removed;
+  for (uint64_t id : claimed) {
+    bool any = false;
+    bool failed = false;
+    for (const std::string& path : {RangeDir(id), RangeDir(id) + kRestoreSuffix}) {
+      if (!IsPlainDir(path)) continue;
+      std::error_code rm;
+      fs::remove_all(path, rm);
+      if (rm) {
+        failed = true;
+        Note(first, absl::InternalError(absl::StrCat("remove ", path, ": ", rm.message())));
+        continue;
+      }
+      any = true;
+      absl::FPrintF(stderr, "ledgerkv: removed %s (range %d: no table references it)\n", path,
+                    id);
+    }
+    if (any && !failed) removed.push_back(id);
+  }
+
+  // 4. Release the claims.
+  {
+    absl::MutexLock l(&mu_);
+    for (uint64_t id : claimed) sweeping_.erase(id);
+    cv_.SignalAll();
+  }
+  if (!first.ok()) return first;
+  return removed;
 }
 
 std::string RangeHost::OwnerOf(uint64_t range_id) const {

@@ -10,13 +10,14 @@
 //
 // Threading: every method is thread-safe. Table/RangeFor/Serving/Stats
 // never block on I/O (gRPC reactions call them). OpenAll, OpenTable,
-// DestroyRange and Shutdown block (network, disk).
+// DestroyRange, SweepLocalDirs and Shutdown block (network, disk).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -132,6 +133,25 @@ class RangeHost final : public RangeLocator {
   // Ids of the ranges known here (serving, opening or waiting to reopen).
   std::vector<uint64_t> Known() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Removes the local directories of ranges that no table references:
+  // <ranges_dir>/<id> and <ranges_dir>/<id>.restore for every id that is
+  // not in `referenced` and not known here (Known(), or a range still
+  // being closed or destroyed). Left alone: entries whose name is not a
+  // canonical decimal range id (with an optional ".restore"), and entries
+  // that are not directories (symlinks included). Each removal is logged
+  // to stderr. Returns the ids whose directories were removed (ascending);
+  // on a failure, the first error (the other ids are still attempted).
+  // UNAVAILABLE after Shutdown. A missing ranges_dir is not an error.
+  //
+  // The caller must pass every range id of a table listing that succeeded
+  // and was taken after every table whose range this host may adopt was
+  // created (cluster mode: call it on the thread that adopts, right after
+  // a catalog reload; a failed listing must not lead to a sweep). A range
+  // added here while its directory is being removed waits for the removal
+  // before opening (it then recovers from its log and snapshots).
+  absl::StatusOr<std::vector<uint64_t>> SweepLocalDirs(const std::set<uint64_t>& referenced)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // This process's address if it serves the range, else options.owner_of.
   std::string OwnerOf(uint64_t range_id) const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -177,6 +197,11 @@ class RangeHost final : public RangeLocator {
   absl::Status OpenSlot(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   void OnFailed(uint64_t id, uint64_t generation, const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
   void FailLocked(Slot& slot, const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits until SweepLocalDirs is not removing range `id`'s directory.
+  void AwaitNotSweepingLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // closing_ bookkeeping (a range out of slots_ whose files are in use).
+  void BeginClosingLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndClosingLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status DeleteLog(uint64_t range_id);
   std::string RangeDir(uint64_t range_id) const;
   void ReopenLoop();
@@ -191,6 +216,13 @@ class RangeHost final : public RangeLocator {
   std::map<uint64_t, Slot> slots_ ABSL_GUARDED_BY(mu_);
   // Failed ranges the reopen thread must close (Close blocks).
   std::vector<std::shared_ptr<Range>> to_close_ ABSL_GUARDED_BY(mu_);
+  // Ranges no longer in slots_ whose directory is still in use (closing on
+  // the reopen thread, in Release, or being destroyed), with a count:
+  // SweepLocalDirs skips them.
+  std::map<uint64_t, int> closing_ ABSL_GUARDED_BY(mu_);
+  // Ranges whose directories SweepLocalDirs is removing: opening or
+  // destroying one waits.
+  std::set<uint64_t> sweeping_ ABSL_GUARDED_BY(mu_);
   std::string owner_ ABSL_GUARDED_BY(mu_);
   uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

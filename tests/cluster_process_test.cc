@@ -9,7 +9,11 @@
 //   none of its in-flight or later writes, serves no stale linearizable
 //   read, and gives the range up (redirects to the new owner).
 // - Balance: a server that joins gets ranges handed over, data intact.
+// - Drop: through a server that does not own the range; the owner's local
+//   directory of the dropped range is swept, live tables' ones stay.
 #include <atomic>
+#include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -285,10 +289,67 @@ TEST(ClusterBalanceProcessTest, JoiningServerGetsHalfTheRangesAndKeepsEveryWrite
 namespace ledgerkv {
 namespace {
 
-// Dropping a table through one server stops its ranges on their owners
-// (assignments gone, nothing served), and a table re-created under the
-// same name starts empty.
-TEST(ClusterTableProcessTest, DropThroughAnyServerRemovesAssignmentsAndRecreatedTableIsEmpty) {
+// Server `server`'s local directory of `range_id` (docs/cluster.md,
+// "Local directories").
+std::string RangeDir(const TestCluster& cluster, int server, uint64_t range_id) {
+  return absl::StrCat(cluster.server_dir(server), "/ranges/", range_id);
+}
+
+bool PathExists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::symlink_status(path, ec));
+}
+
+// Waits until none of `paths` exists; returns those still there after
+// `timeout`.
+std::vector<std::string> WaitUntilGone(const std::vector<std::string>& paths,
+                                       absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<std::string> left = paths;
+  while (true) {
+    left.clear();
+    for (const std::string& p : paths) {
+      if (PathExists(p)) left.push_back(p);
+    }
+    if (left.empty() || absl::Now() >= deadline) return left;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+}
+
+// The local directories, on their owners, of every range of `tables`.
+std::vector<std::string> OwnedRangeDirs(TestCluster& cluster,
+                                        const std::vector<std::string>& tables) {
+  std::vector<std::string> dirs;
+  for (const std::string& table : tables) {
+    auto record = cluster.store().Get(cluster.keys().Table(table));
+    EXPECT_TRUE(record.ok()) << table << ": " << record.status();
+    if (!record.ok()) continue;
+    meta::v1::TableMetadata t;
+    EXPECT_TRUE(t.ParseFromString(record->value));
+    for (const auto& r : t.ranges()) {
+      auto a = cluster.Assignment(r.range_id());
+      EXPECT_TRUE(a.ok()) << "range " << r.range_id() << ": " << a.status();
+      const int owner = a.ok() ? cluster.ServerIndex(a->server_id()) : -1;
+      EXPECT_GE(owner, 0) << "range " << r.range_id() << " has no live owner";
+      if (owner >= 0) dirs.push_back(RangeDir(cluster, owner, r.range_id()));
+    }
+  }
+  return dirs;
+}
+
+// Servers reload their tables every 10 s (kTablesReload) at the latest and
+// sweep right after; an owner that releases a range reloads at once.
+constexpr absl::Duration kSweepWithin = absl::Seconds(10 + 5);
+
+// Dropping a table through the server that does not own its range: the
+// assignments go, the owner stops serving the range and removes its local
+// directory (sweep after its next table reload), directories of live
+// tables' ranges and entries of ranges/ that are not range directories
+// stay. A server that was down during a drop sweeps the dropped range's
+// directory when it starts again, and keeps those of ranges that moved
+// away meanwhile. A table re-created under the same name starts empty.
+TEST(ClusterTableProcessTest,
+     DropThroughNonOwnerRemovesAssignmentsAndOwnersLocalDirsAndRecreatedTableIsEmpty) {
   ClusterFlags flags;
   flags.lease_ttl_s = kLeaseTtlS;
   auto started = TestCluster::Start(flags);
@@ -301,32 +362,105 @@ TEST(ClusterTableProcessTest, DropThroughAnyServerRemovesAssignmentsAndRecreated
   o.max_attempts = 20;
   auto c = client::KvClient::Create(o);
   ASSERT_TRUE(c.ok()) << c.status();
+  auto put = [&](const std::string& table, const std::string& key) {
+    v1::PutRequest p;
+    p.set_table(table);
+    p.set_key(key);
+    p.set_value("old");
+    auto r = (*c)->Put(p);
+    EXPECT_TRUE(r.ok()) << table << "/" << key << ": " << r.status() << cluster->LogTails();
+    return r.ok();
+  };
   v1::CreateTableRequest create;
   create.set_name("gone");
   create.add_split_keys("m");
   auto created = (*c)->CreateTable(create);
   ASSERT_TRUE(created.ok()) << created.status();
-  for (const char* key : {"a", "z"}) {
-    v1::PutRequest put;
-    put.set_table("gone");
-    put.set_key(key);
-    put.set_value("old");
-    auto r = (*c)->Put(put);
-    ASSERT_TRUE(r.ok()) << key << ": " << r.status() << cluster->LogTails();
-  }
+  v1::CreateTableRequest create_kept;
+  create_kept.set_name("kept");
+  ASSERT_TRUE((*c)->CreateTable(create_kept).ok());
+  for (const char* key : {"a", "z"}) ASSERT_TRUE(put("gone", key));
+  ASSERT_TRUE(put("kept", "a"));
 
-  // Drop through the server that is not the controller's first pick.
+  // Drop through the server that does not own the range holding "a".
+  const uint64_t gone_range = created->ranges(0).range_id();
+  auto owner = cluster->Assignment(gone_range);
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  const int owner_index = cluster->ServerIndex(owner->server_id());
+  ASSERT_GE(owner_index, 0) << owner->server_id();
+  const int other_index = 1 - owner_index;
+  ASSERT_TRUE(PathExists(RangeDir(*cluster, owner_index, gone_range)))
+      << "the owner has no local directory for range " << gone_range;
+  const std::vector<std::string> live_dirs = OwnedRangeDirs(*cluster, {"default", "kept"});
+  for (const std::string& d : live_dirs) ASSERT_TRUE(PathExists(d)) << d;
+  // Not range directories: never swept.
+  const std::string foreign = cluster->server_dir(owner_index) + "/ranges/notes";
+  std::filesystem::create_directories(foreign);
+  const std::string foreign_id = absl::StrCat(cluster->server_dir(owner_index), "/ranges/0",
+                                              gone_range);
+  std::filesystem::create_directories(foreign_id);
+
   client::ClientOptions o2;
-  o2.endpoint = cluster->server_address(1);
+  o2.endpoint = cluster->server_address(other_index);
   auto c2 = client::KvClient::Create(o2);
   ASSERT_TRUE(c2.ok());
   v1::DropTableRequest drop;
   drop.set_name("gone");
   auto dropped = (*c2)->DropTable(drop);
   ASSERT_TRUE(dropped.ok()) << dropped.status() << cluster->LogTails();
+  std::vector<std::string> gone_dirs;
   for (const auto& r : created->ranges()) {
     auto a = cluster->Assignment(r.range_id());
     EXPECT_TRUE(absl::IsNotFound(a.status())) << "range " << r.range_id() << " still assigned";
+    for (int i = 0; i < cluster->server_count(); ++i) {
+      gone_dirs.push_back(RangeDir(*cluster, i, r.range_id()));
+      gone_dirs.push_back(RangeDir(*cluster, i, r.range_id()) + ".restore");
+    }
+  }
+  const absl::Time drop_done = absl::Now();
+  for (const std::string& d : WaitUntilGone(gone_dirs, kSweepWithin)) {
+    ADD_FAILURE() << d << " of a dropped range is still there";
+  }
+  std::printf("owner's local dir of the dropped range swept %s after the drop\n",
+              absl::FormatDuration(absl::Now() - drop_done).c_str());
+  for (const std::string& d : live_dirs) EXPECT_TRUE(PathExists(d)) << d << " of a live table";
+  EXPECT_TRUE(PathExists(foreign));
+  EXPECT_TRUE(PathExists(foreign_id));
+
+  // A server down during a drop: it sweeps the dropped range's directory
+  // when it starts again, and keeps those of ranges that moved away.
+  v1::CreateTableRequest create2;
+  create2.set_name("gone2");
+  auto created2 = (*c)->CreateTable(create2);
+  ASSERT_TRUE(created2.ok()) << created2.status();
+  ASSERT_TRUE(put("gone2", "a"));
+  const uint64_t gone2_range = created2->ranges(0).range_id();
+  auto owner2 = cluster->Assignment(gone2_range);
+  ASSERT_TRUE(owner2.ok()) << owner2.status();
+  const int down = cluster->ServerIndex(owner2->server_id());
+  ASSERT_GE(down, 0);
+  const std::string down_dir = RangeDir(*cluster, down, gone2_range);
+  ASSERT_TRUE(PathExists(down_dir));
+  std::vector<std::string> moved_dirs;  // its other ranges: they move meanwhile
+  for (const std::string& d : OwnedRangeDirs(*cluster, {"default", "kept"})) {
+    if (absl::StartsWith(d, cluster->server_dir(down) + "/")) moved_dirs.push_back(d);
+  }
+  EXPECT_EQ(cluster->TerminateServer(down), 0);
+  client::ClientOptions o3;
+  o3.endpoint = cluster->server_address(1 - down);
+  o3.max_attempts = 20;
+  auto c3 = client::KvClient::Create(o3);
+  ASSERT_TRUE(c3.ok());
+  drop.set_name("gone2");
+  dropped = (*c3)->DropTable(drop);
+  ASSERT_TRUE(dropped.ok()) << dropped.status() << cluster->LogTails();
+  ASSERT_TRUE(PathExists(down_dir)) << "removed while its server was down?";
+  ASSERT_TRUE(cluster->StartServer(down).ok()) << cluster->LogTails();
+  for (const std::string& d : WaitUntilGone({down_dir}, kSweepWithin)) {
+    ADD_FAILURE() << d << " of a range dropped while its server was down is still there";
+  }
+  for (const std::string& d : moved_dirs) {
+    EXPECT_TRUE(PathExists(d)) << d << " of a range that moved away (still referenced)";
   }
 
   auto again = (*c)->CreateTable(create);

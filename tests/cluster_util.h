@@ -51,6 +51,8 @@ class TestCluster {
   int server_count() const { return static_cast<int>(servers_.size()); }
   // host:port of server i (also its server id).
   const std::string& server_address(int i) const { return servers_[i].address; }
+  // Data directory of server i (its ranges are under <dir>/ranges/<id>).
+  const std::string& server_dir(int i) const { return servers_[i].dir; }
   // Every server's address, comma-separated (client seeds).
   std::string Endpoints() const;
   // Index of the server whose id/address is `id`, or -1.

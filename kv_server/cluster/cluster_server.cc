@@ -371,11 +371,21 @@ void ClusterServer::Reconcile() {
     }
   }
   for (const auto& [id, moving] : handing_over) HandOver(moving.first, moving.second);
+  bool released = false;
   for (uint64_t id : host_->Known()) {
     if (desired.contains(id)) continue;
     Log(absl::StrCat("range ", id, " is no longer served here (",
                      valid ? "assigned elsewhere" : "lease not valid", ")"));
     host_->Release(id);
+    released = true;
+  }
+  if (released) {
+    // The range may have been dropped (its assignment deleted by a
+    // DropTable on another server): reload the tables now, so that
+    // SweepLocalDirs removes its directory without waiting kTablesReload.
+    absl::MutexLock l(&mu_);
+    tables_dirty_ = true;
+    dirty_ = true;
   }
   std::vector<uint64_t> known = host_->Known();
   for (const auto& [id, a] : desired) {
@@ -395,6 +405,19 @@ void ClusterServer::Reconcile() {
     }
     Log(absl::StrCat("taking range ", id, " of table ", a.table(), " (epoch ", a.epoch(), ")"));
     host_->Adopt(RangeDescriptor{id, a.table(), spec->start(), spec->end()});
+  }
+}
+
+void ClusterServer::SweepLocalDirs() {
+  std::set<uint64_t> referenced;
+  for (const auto& table : catalog_->List()) {
+    for (const meta::RangeSpec& r : table->ranges()) referenced.insert(r.range_id());
+  }
+  absl::StatusOr<std::vector<uint64_t>> swept = host_->SweepLocalDirs(referenced);
+  if (!swept.ok()) {
+    Log(absl::StrCat("sweep of local range directories failed (retried at the next table "
+                     "reload): ",
+                     swept.status().ToString()));
   }
 }
 
@@ -602,12 +625,18 @@ void ClusterServer::ControlLoop() {
     if (tables) {
       const int64_t started = NowNanos();
       s = catalog_->Load();
-      absl::MutexLock l(&mu_);
-      if (!s.ok()) {
-        tables_dirty_ = true;
-      } else {
-        tables_load_started_ = started;
+      {
+        absl::MutexLock l(&mu_);
+        if (!s.ok()) {
+          tables_dirty_ = true;
+        } else {
+          tables_load_started_ = started;
+        }
       }
+      // Only after a listing that succeeded, and on this thread: a range
+      // adopted here (Reconcile, below) is in the catalog first, so one
+      // missing from this listing has no open directory here.
+      if (s.ok()) SweepLocalDirs();
     }
     if (s.ok()) s = RefreshAssignments();
     Reconcile();  // with what we know: releases ranges once the lease lapsed

@@ -8,7 +8,8 @@
 //
 // Data directory: DIR/LOCK (flock) and DIR/ranges/<id>/ (local RocksDB of
 // the ranges it served; kept across ownership changes, recovery decides
-// whether they are still usable).
+// whether they are still usable; removed once no table references the
+// range, after a catalog reload).
 //
 // Threading: Start and Shutdown block; accessors are thread-safe. Internal
 // threads: the lease thread (keepalives, re-registration) and the control
@@ -123,6 +124,11 @@ class ClusterServer {
   bool AssignedHere(uint64_t range_id) const ABSL_LOCKS_EXCLUDED(mu_);
   std::string OwnerAddress(uint64_t range_id) const ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status DeleteAssignment(uint64_t range_id);
+  // Right after a successful catalog reload, on the control thread: removes
+  // the local directories of ranges no table references (dropped while
+  // another server owned them, or while this one was down), logging what it
+  // removed or why it could not (docs/cluster.md, "Local directories").
+  void SweepLocalDirs() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Closes a range the controller asked us to move, then assigns it to
   // its target (CAS on the assignment's version).
