@@ -107,8 +107,19 @@ absl::StatusOr<std::unique_ptr<Standalone>> Standalone::Start(StandaloneOptions 
   }
   ASSIGN_OR_RETURN(s->store_, metadata::EmbeddedStore::Open(o.data_dir + "/metadata"));
   RETURN_IF_ERROR(s->StartBookies());
-  ASSIGN_OR_RETURN(
-      s->client_, ledger::LedgerClient::Create({.metadata = s->store_.get(), .cluster = kCluster}));
+  ledger::ClientOptions co{.metadata = s->store_.get(), .cluster = kCluster};
+  // The bookies live in this process: reach them through gRPC's in-process
+  // transport instead of loopback TCP (docs/performance.md). They still
+  // register their TCP address, which other processes (the ledger CLI) use.
+  co.local_channel = [raw = s.get()](const std::string& address,
+                                     const grpc::ChannelArguments& args)
+      -> std::shared_ptr<grpc::Channel> {
+    for (const auto& b : raw->bookies_) {
+      if (b->address() == address) return b->InProcessChannel(args);
+    }
+    return nullptr;
+  };
+  ASSIGN_OR_RETURN(s->client_, ledger::LedgerClient::Create(std::move(co)));
 
   s->catalog_ = std::make_unique<TableCatalog>(s->store_.get(), kCluster, o.limits);
   RETURN_IF_ERROR(s->catalog_->Load());

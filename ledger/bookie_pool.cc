@@ -10,8 +10,9 @@
 
 namespace ledgerkv::ledger {
 
-BookiePool::BookiePool(metadata::MetadataStore* store, metadata::Keys keys)
-    : store_(store), keys_(std::move(keys)) {}
+BookiePool::BookiePool(metadata::MetadataStore* store, metadata::Keys keys,
+                       LocalChannelFactory local_channel)
+    : store_(store), keys_(std::move(keys)), local_channel_(std::move(local_channel)) {}
 
 std::shared_ptr<BookieConn> BookiePool::ForAddress(const std::string& address) {
   absl::MutexLock l(&mu_);
@@ -37,7 +38,10 @@ std::shared_ptr<BookieConn> BookiePool::ForAddress(const std::string& address) {
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     conn = std::make_shared<BookieConn>();
     conn->address = address;
-    conn->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    if (local_channel_) conn->channel = local_channel_(address, args);
+    if (conn->channel == nullptr) {
+      conn->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    }
     conn->stub = bookie::v1::Bookie::NewStub(conn->channel);
   }
   return conn;

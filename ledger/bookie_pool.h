@@ -15,10 +15,13 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/channel.h"
+#include "ledger/options.h"
 #include "metadata/metadata_store.h"
 #include "proto/bookie.grpc.pb.h"
 
 namespace ledgerkv::ledger {
+
+using LocalChannelFactory = decltype(ClientOptions::local_channel);
 
 struct BookieConn {
   std::string address;
@@ -28,14 +31,17 @@ struct BookieConn {
 
 class BookiePool {
  public:
-  // REQUIRES: store outlives the pool.
-  BookiePool(metadata::MetadataStore* store, metadata::Keys keys);
+  // REQUIRES: store outlives the pool. `local_channel` (may be empty) is
+  // ClientOptions::local_channel: consulted before creating a TCP channel.
+  BookiePool(metadata::MetadataStore* store, metadata::Keys keys,
+             LocalChannelFactory local_channel = nullptr);
 
   BookiePool(const BookiePool&) = delete;
   BookiePool& operator=(const BookiePool&) = delete;
 
-  // Returns the connection to `address`, creating its channel on first use.
-  // Channels reconnect by themselves with a short backoff (a restarted
+  // Returns the connection to `address`, creating its channel on first use:
+  // the in-process channel `local_channel` gives for it, else a TCP channel.
+  // TCP channels reconnect by themselves with a short backoff (a restarted
   // bookie is reachable again within about a second).
   std::shared_ptr<BookieConn> ForAddress(const std::string& address);
 
@@ -55,6 +61,7 @@ class BookiePool {
  private:
   metadata::MetadataStore* const store_;
   const metadata::Keys keys_;
+  const LocalChannelFactory local_channel_;
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<BookieConn>> by_address_ ABSL_GUARDED_BY(mu_);

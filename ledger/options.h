@@ -4,10 +4,17 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "absl/time/time.h"
+
+namespace grpc {
+class Channel;
+class ChannelArguments;
+}  // namespace grpc
 
 namespace ledgerkv::metadata {
 class MetadataStore;
@@ -43,6 +50,18 @@ struct ClientOptions {
   // and metadata reads of a writer's ensemble change. Between attempts the
   // client waits 50 ms, doubling up to 1 s (about 3.5 s over 8 attempts).
   int metadata_retries = 8;
+  // Optional: channels to bookies that live in this process (`ledgerkv
+  // standalone`), by the address the bookie registered. The client asks it
+  // once per address, with the channel arguments it would use over TCP
+  // (message sizes, ...); a non-null channel (typically
+  // BookieServer::InProcessChannel) replaces the TCP connection, saving the
+  // loopback socket and HTTP/2 framing on every RPC. nullptr: connect over
+  // TCP as usual. Called under the client's
+  // channel-cache lock: it must not call back into the client. The bookies
+  // must outlive every call the client makes through their channels.
+  std::function<std::shared_ptr<grpc::Channel>(const std::string& address,
+                                               const grpc::ChannelArguments& args)>
+      local_channel;
 };
 
 struct CreateOptions {

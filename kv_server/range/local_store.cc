@@ -44,10 +44,6 @@ absl::StatusOr<uint64_t> ParseFixed64(const std::string& raw, const char* name) 
   return v;
 }
 
-int64_t LiveBytes(std::string_view key, const std::optional<StoredValue>& v) {
-  return v.has_value() ? static_cast<int64_t>(key.size() + v->value.size()) : 0;
-}
-
 // A read of [start, end): rocksdb bounds that live as long as the options.
 struct Bounded {
   Bounded(std::string_view start, std::string_view end) : lower(start), upper(end) {
@@ -214,24 +210,18 @@ absl::Status LocalStore::Apply(const std::vector<SequencedEffect>& effects) {
   LocalMeta next = meta();
   rocksdb::WriteBatch batch;
   // Keys written earlier in this batch: their state is not in the DB yet.
+  const bool track_written = effects.size() > 1;
   std::map<std::string, std::optional<StoredValue>, std::less<>> written;
   for (const SequencedEffect& e : effects) {
     if (e.seqno <= next.applied_seqno) {
       return absl::InternalError(absl::StrCat("apply of seqno ", e.seqno, " after ",
                                               next.applied_seqno));
     }
+    if (e.delta.has_value()) {
+      next.key_count += e.delta->key_count;
+      next.bytes += e.delta->bytes;
+    }
     for (const range::v1::Mutation& m : e.effect->mutations()) {
-      std::optional<StoredValue> before;
-      if (auto it = written.find(m.key()); it != written.end()) {
-        before = it->second;
-      } else {
-        std::string raw;
-        rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), data_cf_, m.key(), &raw);
-        if (!s.IsNotFound()) {
-          RETURN_IF_ERROR(FromRocks(s, "range db get"));
-          ASSIGN_OR_RETURN(before, DecodeStoredValue(raw));
-        }
-      }
       std::optional<StoredValue> after;
       if (m.has_value()) {
         after = StoredValue{.create_revision = m.create_revision(),
@@ -242,9 +232,24 @@ absl::Status LocalStore::Apply(const std::vector<SequencedEffect>& effects) {
       } else {
         batch.Delete(data_cf_, m.key());
       }
-      next.key_count += (after.has_value() ? 1 : 0) - (before.has_value() ? 1 : 0);
-      next.bytes += LiveBytes(m.key(), after) - LiveBytes(m.key(), before);
-      written[m.key()] = std::move(after);
+      if (!e.delta.has_value()) {
+        std::optional<StoredValue> before;
+        if (auto it = written.find(m.key()); it != written.end()) {
+          before = it->second;
+        } else {
+          std::string raw;
+          rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), data_cf_, m.key(), &raw);
+          if (!s.IsNotFound()) {
+            RETURN_IF_ERROR(FromRocks(s, "range db get"));
+            ASSIGN_OR_RETURN(before, DecodeStoredValue(raw));
+          }
+        }
+        next.key_count += (after.has_value() ? 1 : 0) - (before.has_value() ? 1 : 0);
+        next.bytes += LiveBytes(m.key(), after) - LiveBytes(m.key(), before);
+      }
+      // An effect names each key once, so with a delta only later effects
+      // of the batch can look here.
+      if (track_written || !e.delta.has_value()) written[m.key()] = std::move(after);
     }
     next.applied_seqno = e.seqno;
     next.revision = e.effect->revision();

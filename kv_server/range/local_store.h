@@ -44,10 +44,27 @@ struct LocalMeta {
   int64_t bytes = 0;  // sum of key + value sizes of live keys
 };
 
+// A change of LocalMeta::key_count and LocalMeta::bytes.
+struct StatsDelta {
+  int64_t key_count = 0;
+  int64_t bytes = 0;
+};
+
+// What a key counts for in LocalMeta::bytes: key + value size, 0 if absent.
+inline int64_t LiveBytes(std::string_view key, const std::optional<StoredValue>& v) {
+  return v.has_value() ? static_cast<int64_t>(key.size() + v->value.size()) : 0;
+}
+
 // A log record to apply: its seqno and the decoded effect.
 struct SequencedEffect {
   uint64_t seqno = 0;
   const range::v1::Effect* effect = nullptr;
+  // The effect's change of key_count and bytes, when the caller knows it:
+  // the write path resolved the effect against the very state it is applied
+  // on (the log prefix before it), so it has the keys' previous states
+  // already. Apply then trusts it and skips reading them back. Unset (replay
+  // after a restart): Apply reads each key's previous state.
+  std::optional<StatsDelta> delta;
 };
 
 class LocalStore {
@@ -85,8 +102,8 @@ class LocalStore {
 
   // Applies `effects` (in seqno order, each above meta().applied_seqno) in
   // one WriteBatch together with the new meta. Keeps key_count and bytes
-  // exact by reading each key's previous state. On error nothing is
-  // written.
+  // exact: from an effect's `delta` when given, else by reading each key's
+  // previous state. On error nothing is written.
   absl::Status Apply(const std::vector<SequencedEffect>& effects);
 
   // Rewrites the meta after the data column family was loaded by a

@@ -171,6 +171,7 @@ void RangeImpl::Execute(Callback<Response> done,
           auto write = std::make_shared<PendingWrite>();
           write->id = next_write_id_++;
           write->effect = std::move(effect);
+          write->delta = view.stats_delta();
           write->record_bytes = static_cast<int64_t>(record.size());
           write->answer = [done, response](const absl::Status& s) {
             if (s.ok()) {
@@ -287,8 +288,12 @@ void RangeImpl::OnLogDone(uint64_t id, absl::StatusOr<uint64_t> seqno) {
   }
   // Only this thread writes the DB while serving; the overlay still shows
   // this write's keys until the entries are dropped below, so the
-  // sequencer never sees a state older than the pending view.
-  if (absl::Status applied = local_->Apply({SequencedEffect{*seqno, &write->effect}});
+  // sequencer never sees a state older than the pending view. The same
+  // reasoning makes the evaluation-time delta exact: the write was resolved
+  // against the pending view, which is exactly the DB after every earlier
+  // seqno, the state it is applied on here (replay recomputes it by reading).
+  if (absl::Status applied =
+          local_->Apply({SequencedEffect{*seqno, &write->effect, write->delta}});
       !applied.ok()) {
     Fail(applied);
     return;

@@ -79,6 +79,9 @@ class RangeImpl final : public Range {
   struct PendingWrite {
     uint64_t id = 0;  // the id-th append of this owner: seqno first_seqno + id - 1
     range::v1::Effect effect;
+    // The effect's change of key_count and bytes, known from evaluation:
+    // saves the apply path a read of every changed key.
+    StatsDelta delta;
     int64_t record_bytes = 0;
     Answer answer;
     // Requests that changed nothing, answered right after this write.

@@ -52,9 +52,19 @@ absl::StatusOr<std::optional<StoredValue>> WriteView::Lookup(std::string_view ke
   return store_.Get(key);
 }
 
-void WriteView::Set(const std::string& key, std::optional<StoredValue> state) {
-  auto [it, inserted] = changes_.insert_or_assign(key, std::move(state));
-  if (inserted) order_.push_back(key);
+void WriteView::Set(const std::string& key, std::optional<StoredValue> state,
+                    const std::optional<StoredValue>& before) {
+  // A key changed twice by one txn: its first state is in changes_.
+  auto it = changes_.find(key);
+  const std::optional<StoredValue>& old = it != changes_.end() ? it->second : before;
+  delta_.key_count += (state.has_value() ? 1 : 0) - (old.has_value() ? 1 : 0);
+  delta_.bytes += LiveBytes(key, state) - LiveBytes(key, old);
+  if (it != changes_.end()) {
+    it->second = std::move(state);
+  } else {
+    changes_.emplace(key, std::move(state));
+    order_.push_back(key);
+  }
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, StoredValue>>> WriteView::Collect(
@@ -119,7 +129,7 @@ absl::Status WriteView::Put(const ledgerkv::v1::PutRequest& request,
                    .mod_revision = revision_,
                    .version = current.has_value() ? current->version + 1 : 1,
                    .value = request.value()};
-  Set(request.key(), std::move(next));
+  Set(request.key(), std::move(next), current);
   return absl::OkStatus();
 }
 
@@ -141,7 +151,7 @@ absl::Status WriteView::Delete(const ledgerkv::v1::DeleteRequest& request,
   response->set_deleted(static_cast<int64_t>(victims.size()));
   for (auto& [key, value] : victims) {
     if (request.prev_kv()) ToKeyValue(key, value, response->add_prev_kvs());
-    Set(key, std::nullopt);
+    Set(key, std::nullopt, std::optional<StoredValue>(std::move(value)));
   }
   return absl::OkStatus();
 }
@@ -167,7 +177,7 @@ absl::Status WriteView::Increment(const ledgerkv::v1::IncrementRequest& request,
                      .mod_revision = revision_,
                      .version = current.has_value() ? current->version + 1 : 1,
                      .value = absl::StrCat(next)};
-  Set(request.key(), std::move(stored));
+  Set(request.key(), std::move(stored), current);
   return absl::OkStatus();
 }
 

@@ -65,6 +65,11 @@ class WriteView {
   // The resolved effect: one mutation per changed key (its final state),
   // in the order the keys were first changed. REQUIRES: changed().
   range::v1::Effect BuildEffect() const;
+  // What this request changes in the range's key_count and bytes (stats of
+  // LocalStore::Apply): final states of the changed keys against their
+  // states in the pending view before the request. Exact because the view
+  // is the log prefix the effect is applied on (see range_impl.cc).
+  StatsDelta stats_delta() const { return delta_; }
   // The changed keys and their final states (nullopt: deleted).
   const std::map<std::string, std::optional<StoredValue>, std::less<>>& changes() const {
     return changes_;
@@ -76,7 +81,10 @@ class WriteView {
   absl::StatusOr<std::vector<std::pair<std::string, StoredValue>>> Collect(std::string_view start,
                                                                            std::string_view end,
                                                                            int64_t max);
-  void Set(const std::string& key, std::optional<StoredValue> state);
+  // Records `state` as the key's new state; `before` is its state in the
+  // view before the change (what Lookup or Collect returned).
+  void Set(const std::string& key, std::optional<StoredValue> state,
+           const std::optional<StoredValue>& before);
 
   LocalStore& store_;
   const PendingOverlay& pending_;
@@ -84,6 +92,7 @@ class WriteView {
   const Limits limits_;
   std::map<std::string, std::optional<StoredValue>, std::less<>> changes_;
   std::vector<std::string> order_;
+  StatsDelta delta_;
 };
 
 // Fills a KeyValue from a stored state.

@@ -31,6 +31,10 @@ BookieServer::BookieServer(BookieOptions options) : options_(std::move(options))
 
 BookieServer::~BookieServer() { Shutdown(); }
 
+std::shared_ptr<grpc::Channel> BookieServer::InProcessChannel(const grpc::ChannelArguments& args) {
+  return server_->InProcessChannel(args);
+}
+
 absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions options) {
   std::unique_ptr<BookieServer> s(new BookieServer(std::move(options)));
   StorageOptions so;

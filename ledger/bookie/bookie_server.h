@@ -21,6 +21,8 @@
 #include "metadata/metadata_store.h"
 
 namespace grpc {
+class Channel;
+class ChannelArguments;
 class Server;
 }  // namespace grpc
 
@@ -67,6 +69,13 @@ class BookieServer {
   const std::string& address() const { return address_; }
   const std::string& bookie_id() const { return bookie_id_; }
   const std::string& instance_id() const { return instance_id_; }
+
+  // A channel to this bookie's service that stays inside the process (gRPC's
+  // in-process transport: no socket, no HTTP/2 framing), for a client in the
+  // same process (ClientOptions::local_channel). Same service, same replies:
+  // an add is still answered only after its fdatasync. Calls fail once the
+  // bookie shuts down. REQUIRES: called before Shutdown.
+  std::shared_ptr<grpc::Channel> InProcessChannel(const grpc::ChannelArguments& args);
 
   // Deregisters, answers every pending request, stops serving and closes
   // the storage (releasing the data directory). Idempotent.
