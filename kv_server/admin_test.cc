@@ -154,6 +154,32 @@ TEST_F(KvServerTest, DroppedTableLeavesNothingBehindAndItsNameStartsEmpty) {
   EXPECT_EQ(GetValue("gone", "a"), "new");
 }
 
+// A drop interrupted by a crash after the range records went but before
+// the directory was removed: the next start removes the directory of the
+// range no table references, and leaves every live range's data alone.
+TEST_F(KvServerTest, StartRemovesLocalDirsOfRangesNoTableReferences) {
+  v1::CreateTableResponse created;
+  ASSERT_TRUE(CreateTable("kept", {"m"}, &created).ok());
+  ASSERT_TRUE(Put("kept", "a", "1").ok());
+  ASSERT_TRUE(Put("kept", "z", "2").ok());
+  StopServer();
+  const std::string leftover = absl::StrCat(dir_.path(), "/ranges/987654");
+  ASSERT_TRUE(std::filesystem::create_directories(leftover + "/db"));
+  ASSERT_TRUE(std::filesystem::create_directories(leftover + ".restore"));
+  const std::string not_a_range = absl::StrCat(dir_.path(), "/ranges/notes");
+  ASSERT_TRUE(std::filesystem::create_directories(not_a_range));
+
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  EXPECT_FALSE(std::filesystem::exists(leftover));
+  EXPECT_FALSE(std::filesystem::exists(leftover + ".restore"));
+  EXPECT_TRUE(std::filesystem::exists(not_a_range));
+  for (const auto& r : created.ranges()) {
+    EXPECT_TRUE(std::filesystem::exists(absl::StrCat(dir_.path(), "/ranges/", r.range_id())));
+  }
+  EXPECT_EQ(GetValue("kept", "a"), "1");
+  EXPECT_EQ(GetValue("kept", "z"), "2");
+}
+
 TEST_F(KvServerTest, SecondProcessOnTheSameDataDirFailsClearly) {
   ASSERT_TRUE(Put("default", "k", "v").ok());
   auto second = Standalone::Start(Options());

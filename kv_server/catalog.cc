@@ -236,4 +236,13 @@ std::vector<std::shared_ptr<const meta::TableMetadata>> TableCatalog::List() con
   return out;
 }
 
+std::set<uint64_t> TableCatalog::ReferencedRanges() const {
+  absl::MutexLock l(&mu_);
+  std::set<uint64_t> ids;
+  for (const auto& [name, table] : tables_) {
+    for (const meta::RangeSpec& r : table->ranges()) ids.insert(r.range_id());
+  }
+  return ids;
+}
+
 }  // namespace ledgerkv::kv

@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -98,6 +99,9 @@ class TableCatalog {
 
   // Every cached table, in name order.
   std::vector<std::shared_ptr<const meta::v1::TableMetadata>> List() const;
+
+  // Ids of every range of every cached table.
+  std::set<uint64_t> ReferencedRanges() const;
 
  private:
   metadata::MetadataStore* const store_;

@@ -51,6 +51,30 @@ bool IsPlainDir(const std::filesystem::path& path) {
 
 }  // namespace
 
+RangeHostOptions MakeRangeHostOptions(const ServingOptions& o) {
+  RangeHostOptions ho;
+  ho.ranges_dir = o.data_dir + "/ranges";
+  RangeOptions& ro = ho.range;
+  ro.log.client = o.client;
+  ro.log.metadata = o.store;
+  ro.log.cluster = o.cluster;
+  ro.log.ensemble_size = o.ensemble_size;
+  ro.log.write_quorum = o.write_quorum;
+  ro.log.ack_quorum = o.ack_quorum;
+  ro.log.roll_bytes =
+      std::clamp<int64_t>(o.snapshot_log_bytes / 2, int64_t{256} << 10, int64_t{64} << 20);
+  ro.snapshot.client = o.client;
+  ro.snapshot.metadata = o.store;
+  ro.snapshot.cluster = o.cluster;
+  ro.snapshot.ensemble_size = o.ensemble_size;
+  ro.snapshot.write_quorum = o.write_quorum;
+  ro.snapshot.ack_quorum = o.ack_quorum;
+  ro.snapshot_log_bytes = o.snapshot_log_bytes;
+  ro.snapshot_interval = o.snapshot_interval;
+  ro.limits = o.limits;
+  return ho;
+}
+
 absl::StatusOr<std::shared_ptr<Range>> RangeLocator::Lookup(std::string_view table,
                                                             std::string_view key) {
   ASSIGN_OR_RETURN(std::shared_ptr<const meta::TableMetadata> t, Table(table));

@@ -91,6 +91,26 @@ struct RangeHostOptions {
   std::function<absl::Status(std::string_view table, absl::Status not_found)> on_table_miss;
 };
 
+// What standalone and cluster servers set alike: ranges in
+// <data_dir>/ranges, logs and snapshots through `client` on (E, Qw, Qa)
+// with their metadata in `store` under `cluster`, snapshots after
+// `snapshot_log_bytes` of log or `snapshot_interval` with writes, and the
+// log rolled at half the snapshot period (truncation drops whole ledgers:
+// the log then stays within about two periods of the newest snapshot).
+struct ServingOptions {
+  std::string data_dir;
+  ledger::LedgerClient* client = nullptr;
+  metadata::MetadataStore* store = nullptr;
+  std::string cluster;
+  int ensemble_size = 1;
+  int write_quorum = 1;
+  int ack_quorum = 1;
+  int64_t snapshot_log_bytes = int64_t{64} << 20;
+  absl::Duration snapshot_interval = absl::Minutes(10);
+  Limits limits;
+};
+RangeHostOptions MakeRangeHostOptions(const ServingOptions& o);
+
 class RangeHost final : public RangeLocator {
  public:
   // `catalog` must outlive the host; options.range.log/snapshot name the

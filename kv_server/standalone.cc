@@ -127,25 +127,17 @@ absl::StatusOr<std::unique_ptr<Standalone>> Standalone::Start(StandaloneOptions 
     RETURN_IF_ERROR(s->catalog_->CreateTable(kDefaultTable, {}).status());
   }
 
-  RangeHostOptions ho;
-  ho.ranges_dir = o.data_dir + "/ranges";
-  RangeOptions& ro = ho.range;
-  ro.log.client = s->client_.get();
-  ro.log.metadata = s->store_.get();
-  ro.log.cluster = kCluster;
-  ro.log.ensemble_size = ro.log.write_quorum = ro.log.ack_quorum = o.bookies;
-  ro.snapshot.client = s->client_.get();
-  ro.snapshot.metadata = s->store_.get();
-  ro.snapshot.cluster = kCluster;
-  ro.snapshot.ensemble_size = ro.snapshot.write_quorum = ro.snapshot.ack_quorum = o.bookies;
-  ro.snapshot_log_bytes = o.snapshot_log_bytes;
-  // Truncation drops whole ledgers: roll at half the snapshot period so that
-  // the log stays within about two periods (K=2 snapshots) of the newest
-  // snapshot, instead of one 64 MiB ledger whatever the snapshot setting.
-  ro.log.roll_bytes =
-      std::clamp<int64_t>(o.snapshot_log_bytes / 2, int64_t{256} << 10, int64_t{64} << 20);
-  ro.snapshot_interval = o.snapshot_interval;
-  ro.limits = o.limits;
+  // Every write goes to all the bookies (E = Qw = Qa = N).
+  RangeHostOptions ho = MakeRangeHostOptions({.data_dir = o.data_dir,
+                                              .client = s->client_.get(),
+                                              .store = s->store_.get(),
+                                              .cluster = kCluster,
+                                              .ensemble_size = o.bookies,
+                                              .write_quorum = o.bookies,
+                                              .ack_quorum = o.bookies,
+                                              .snapshot_log_bytes = o.snapshot_log_bytes,
+                                              .snapshot_interval = o.snapshot_interval,
+                                              .limits = o.limits});
   ASSIGN_OR_RETURN(s->host_, RangeHost::Create(s->catalog_.get(), std::move(ho)));
 
   // This process is the only writer: a range record no table names is
@@ -157,6 +149,16 @@ absl::StatusOr<std::unique_ptr<Standalone>> Standalone::Start(StandaloneOptions 
                   swept.status().ToString());
   } else if (*swept > 0) {
     absl::FPrintF(stderr, "ledgerkv: cleaned up %d unreferenced ranges\n", *swept);
+  }
+  // Local dirs of ranges no table references (a drop interrupted before
+  // its directory was removed); only after the catalog loaded and swept.
+  if (swept.ok()) {
+    absl::StatusOr<std::vector<uint64_t>> dirs =
+        s->host_->SweepLocalDirs(s->catalog_->ReferencedRanges());
+    if (!dirs.ok()) {
+      absl::FPrintF(stderr, "ledgerkv: cleanup of local range dirs failed: %s\n",
+                    dirs.status().ToString());
+    }
   }
   const int serving = s->host_->OpenAll();
   absl::FPrintF(stderr, "ledgerkv: %d ranges serving\n", serving);

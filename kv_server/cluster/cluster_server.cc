@@ -96,26 +96,17 @@ absl::Status ClusterServer::Init() {
   catalog_ = std::make_unique<TableCatalog>(store_.get(), o.cluster, o.limits);
   RETURN_IF_ERROR(catalog_->Load());
 
-  RangeHostOptions ho;
-  ho.ranges_dir = o.data_dir + "/ranges";
+  RangeHostOptions ho = MakeRangeHostOptions({.data_dir = o.data_dir,
+                                              .client = client_.get(),
+                                              .store = store_.get(),
+                                              .cluster = o.cluster,
+                                              .ensemble_size = o.ensemble_size,
+                                              .write_quorum = o.write_quorum,
+                                              .ack_quorum = o.ack_quorum,
+                                              .snapshot_log_bytes = o.snapshot_log_bytes,
+                                              .snapshot_interval = o.snapshot_interval,
+                                              .limits = o.limits});
   RangeOptions& ro = ho.range;
-  ro.log.client = client_.get();
-  ro.log.metadata = store_.get();
-  ro.log.cluster = o.cluster;
-  ro.log.ensemble_size = o.ensemble_size;
-  ro.log.write_quorum = o.write_quorum;
-  ro.log.ack_quorum = o.ack_quorum;
-  ro.snapshot.client = client_.get();
-  ro.snapshot.metadata = store_.get();
-  ro.snapshot.cluster = o.cluster;
-  ro.snapshot.ensemble_size = o.ensemble_size;
-  ro.snapshot.write_quorum = o.write_quorum;
-  ro.snapshot.ack_quorum = o.ack_quorum;
-  ro.snapshot_log_bytes = o.snapshot_log_bytes;
-  ro.log.roll_bytes =
-      std::clamp<int64_t>(o.snapshot_log_bytes / 2, int64_t{256} << 10, int64_t{64} << 20);
-  ro.snapshot_interval = o.snapshot_interval;
-  ro.limits = o.limits;
   ro.linearizable_read_check = [this] { return CheckLinearizableRead(); };
   ho.may_open = [this](uint64_t id) { return LeaseValid() && AssignedHere(id); };
   ho.owner_of = [this](uint64_t id) { return OwnerAddress(id); };
@@ -409,11 +400,8 @@ void ClusterServer::Reconcile() {
 }
 
 void ClusterServer::SweepLocalDirs() {
-  std::set<uint64_t> referenced;
-  for (const auto& table : catalog_->List()) {
-    for (const meta::RangeSpec& r : table->ranges()) referenced.insert(r.range_id());
-  }
-  absl::StatusOr<std::vector<uint64_t>> swept = host_->SweepLocalDirs(referenced);
+  absl::StatusOr<std::vector<uint64_t>> swept =
+      host_->SweepLocalDirs(catalog_->ReferencedRanges());
   if (!swept.ok()) {
     Log(absl::StrCat("sweep of local range directories failed (retried at the next table "
                      "reload): ",
