@@ -141,10 +141,18 @@ void KvClient::SeedFailed(const std::string& address) {
 
 bool KvClient::Connected(Connection& conn, absl::Time until) {
   // try_to_connect: an IDLE channel (new, or after its connection closed)
-  // starts connecting; the loop waits for that attempt's outcome.
+  // starts connecting; the loop waits for that attempt's outcome. A channel
+  // found in TRANSIENT_FAILURE is inside gRPC's reconnect backoff (up to
+  // 1 s here) and would fail every call at once until it tries again:
+  // wait for that next try instead, so that an attempt counted as "not
+  // sent" stands for one real connection attempt that failed (a restarted
+  // server is found before a read or write runs out of attempts).
+  bool attempted = false;
   grpc_connectivity_state state = conn.channel->GetState(/*try_to_connect=*/true);
   while (state != GRPC_CHANNEL_READY) {
-    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) return false;
+    if (state == GRPC_CHANNEL_SHUTDOWN) return false;
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE && attempted) return false;
+    if (state == GRPC_CHANNEL_CONNECTING) attempted = true;
     if (!conn.channel->WaitForStateChange(state, absl::ToChronoTime(until))) return false;
     state = conn.channel->GetState(/*try_to_connect=*/true);
   }
