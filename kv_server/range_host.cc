@@ -55,20 +55,19 @@ RangeHostOptions MakeRangeHostOptions(const ServingOptions& o) {
   RangeHostOptions ho;
   ho.ranges_dir = o.data_dir + "/ranges";
   RangeOptions& ro = ho.range;
-  ro.log.client = o.client;
-  ro.log.metadata = o.store;
-  ro.log.cluster = o.cluster;
-  ro.log.ensemble_size = o.ensemble_size;
-  ro.log.write_quorum = o.write_quorum;
-  ro.log.ack_quorum = o.ack_quorum;
+  // The log and the snapshots live in ledgers placed alike.
+  auto place = [&o](auto& ledgers) {
+    ledgers.client = o.client;
+    ledgers.metadata = o.store;
+    ledgers.cluster = o.cluster;
+    ledgers.ensemble_size = o.ensemble_size;
+    ledgers.write_quorum = o.write_quorum;
+    ledgers.ack_quorum = o.ack_quorum;
+  };
+  place(ro.log);
+  place(ro.snapshot);
   ro.log.roll_bytes =
       std::clamp<int64_t>(o.snapshot_log_bytes / 2, int64_t{256} << 10, int64_t{64} << 20);
-  ro.snapshot.client = o.client;
-  ro.snapshot.metadata = o.store;
-  ro.snapshot.cluster = o.cluster;
-  ro.snapshot.ensemble_size = o.ensemble_size;
-  ro.snapshot.write_quorum = o.write_quorum;
-  ro.snapshot.ack_quorum = o.ack_quorum;
   ro.snapshot_log_bytes = o.snapshot_log_bytes;
   ro.snapshot_interval = o.snapshot_interval;
   ro.limits = o.limits;
