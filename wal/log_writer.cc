@@ -182,9 +182,15 @@ void LogWriter::FailLocked(absl::Status status) {
   builder_.Finish();
 }
 
+void LogWriter::SetRunEndHook(std::function<void()> hook) {
+  absl::MutexLock l(&mu_);
+  run_end_hook_ = std::move(hook);
+}
+
 void LogWriter::DeliveryLoop() {
   for (;;) {
     std::deque<Delivery> batch;
+    std::function<void()> run_end;
     {
       absl::MutexLock l(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -194,8 +200,10 @@ void LogWriter::DeliveryLoop() {
       if (deliveries_.empty()) return;  // stopping, and everything delivered
       batch.swap(deliveries_);
       delivering_ = true;
+      run_end = run_end_hook_;
     }
     for (Delivery& d : batch) d.done(std::move(d.result));
+    if (run_end) run_end();
     absl::MutexLock l(&mu_);
     delivering_ = false;
   }

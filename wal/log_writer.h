@@ -102,6 +102,15 @@ class LogWriter {
   // Blocking Append. REQUIRES: not called from a callback.
   absl::StatusOr<uint64_t> AppendAndWait(std::string record);
 
+  // `hook` runs on the delivery thread after each run of callbacks (a run
+  // is every callback queued when the thread woke: typically the records
+  // of one or more acknowledged entries), before Close or the destructor
+  // can see the run as delivered. A caller that defers work in its
+  // callbacks does it there once per run; the KV range applies the run's
+  // records to RocksDB in one write. Same rules as a callback.
+  // REQUIRES: called before the first Append.
+  void SetRunEndHook(std::function<void()> hook);
+
   // Removes from the log every whole segment whose records are all below
   // `seqno` (metadata CAS first), then deletes their ledgers. The last
   // segment is never removed, so records >= seqno, and some below it, stay
@@ -215,6 +224,7 @@ class LogWriter {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Delivery> deliveries_ ABSL_GUARDED_BY(mu_);
   bool delivering_ ABSL_GUARDED_BY(mu_) = false;  // callbacks running
+  std::function<void()> run_end_hook_ ABSL_GUARDED_BY(mu_);
   bool delivery_stop_ ABSL_GUARDED_BY(mu_) = false;
   LogWriterStats stats_ ABSL_GUARDED_BY(mu_);
 

@@ -94,6 +94,38 @@ TEST_F(LogWriterTest, ConcurrentAppendersGetContiguousSeqnosInCallbackOrderAndSh
   for (const LogRecord& r : all) EXPECT_EQ(r.data, data_at[r.seqno]) << "seqno " << r.seqno;
 }
 
+// The KV range applies a run of acknowledged records in one write from
+// this hook: it must follow every callback it covers, before Close returns.
+TEST_F(LogWriterTest, RunEndHookFollowsEachRunOfCallbacksAndPrecedesCloseReturning) {
+  LKV_ASSIGN_OR_FAIL(auto writer, LogWriter::Open(options_, "log-hook"));
+  constexpr int kRecords = 500;
+  absl::Mutex mu;
+  int delivered = 0;          // callbacks run
+  int covered = 0;            // callbacks some hook ran after
+  int hooks = 0;
+  int hooks_without_news = 0;  // a hook with no callback since the last one
+  writer->SetRunEndHook([&] {
+    absl::MutexLock l(&mu);
+    ++hooks;
+    if (delivered == covered) ++hooks_without_news;
+    covered = delivered;
+  });
+  for (int i = 0; i < kRecords; ++i) {
+    writer->Append(RecordFor("h", i), [&](absl::StatusOr<uint64_t> seqno) {
+      ASSERT_TRUE(seqno.ok()) << seqno.status();
+      absl::MutexLock l(&mu);
+      ++delivered;
+    });
+  }
+  LKV_ASSERT_OK(writer->Close());
+  absl::MutexLock l(&mu);
+  EXPECT_EQ(delivered, kRecords);
+  EXPECT_EQ(covered, kRecords) << "Close returned before the hook of the last run";
+  EXPECT_EQ(hooks_without_news, 0);
+  EXPECT_GE(hooks, 1);
+  EXPECT_LE(hooks, kRecords);
+}
+
 TEST_F(LogWriterTest, RollingBySizeMakesClosedSegmentsAndReadsCrossTheirBoundaries) {
   options_.roll_bytes = 16 << 10;
   options_.max_batch_bytes = 4 << 10;

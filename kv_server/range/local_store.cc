@@ -1,5 +1,6 @@
 #include "kv_server/range/local_store.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -210,7 +211,10 @@ absl::Status LocalStore::Apply(const std::vector<SequencedEffect>& effects) {
   LocalMeta next = meta();
   rocksdb::WriteBatch batch;
   // Keys written earlier in this batch: their state is not in the DB yet.
-  const bool track_written = effects.size() > 1;
+  // Only an effect without a delta reads previous states.
+  const bool track_written =
+      effects.size() > 1 && std::any_of(effects.begin(), effects.end(),
+                                        [](const SequencedEffect& e) { return !e.delta.has_value(); });
   std::map<std::string, std::optional<StoredValue>, std::less<>> written;
   for (const SequencedEffect& e : effects) {
     if (e.seqno <= next.applied_seqno) {

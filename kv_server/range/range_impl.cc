@@ -93,6 +93,7 @@ RangeImpl::RangeImpl(const RangeOptions& options, const RangeDescriptor& descrip
     const meta::v1::LogMetadata log = writer_->metadata();
     log_first_seqno_ = log.segments_size() > 0 ? log.segments(0).first_seqno() : first_seqno_;
   }
+  writer_->SetRunEndHook([this] { ApplyAcknowledged(); });
   policy_thread_ = std::thread([this] { PolicyLoop(); });
   notifier_thread_ = std::thread([this] { NotifierLoop(); });
 }
@@ -271,6 +272,9 @@ void RangeImpl::Txn(const ledgerkv::v1::TxnRequest& request, Callback<TxnRespons
 
 void RangeImpl::OnLogDone(uint64_t id, absl::StatusOr<uint64_t> seqno) {
   if (!seqno.ok()) {
+    // What the log acknowledged before the error is applied and answered
+    // first, as if the error had come in a later run.
+    ApplyAcknowledged();
     Fail(seqno.status());
     return;
   }
@@ -278,39 +282,62 @@ void RangeImpl::OnLogDone(uint64_t id, absl::StatusOr<uint64_t> seqno) {
   {
     absl::MutexLock l(&mu_);
     // After a failure every pending write was already answered.
-    if (failed_ || pending_.empty() || pending_.front()->id != id) return;
-    write = pending_.front();
+    if (failed_ || pending_.size() <= acknowledged_.size() ||
+        pending_[acknowledged_.size()]->id != id) {
+      return;
+    }
+    write = pending_[acknowledged_.size()];
   }
   if (*seqno != first_seqno_ + id - 1) {
+    ApplyAcknowledged();
     Fail(absl::InternalError(absl::StrCat("write ", id, " got seqno ", *seqno, ", expected ",
                                           first_seqno_ + id - 1)));
     return;
   }
+  acknowledged_.emplace_back(std::move(write), *seqno);
+}
+
+void RangeImpl::ApplyAcknowledged() {
+  if (acknowledged_.empty()) return;
+  std::vector<std::pair<std::shared_ptr<PendingWrite>, uint64_t>> run;
+  run.swap(acknowledged_);
+  {
+    absl::MutexLock l(&mu_);
+    if (failed_) return;  // answered by Fail
+  }
   // Only this thread writes the DB while serving; the overlay still shows
-  // this write's keys until the entries are dropped below, so the
+  // these writes' keys until the entries are dropped below, so the
   // sequencer never sees a state older than the pending view. The same
-  // reasoning makes the evaluation-time delta exact: the write was resolved
-  // against the pending view, which is exactly the DB after every earlier
-  // seqno, the state it is applied on here (replay recomputes it by reading).
-  if (absl::Status applied =
-          local_->Apply({SequencedEffect{*seqno, &write->effect, write->delta}});
-      !applied.ok()) {
+  // reasoning makes the evaluation-time deltas exact: each write was
+  // resolved against the pending view, which is exactly the DB after every
+  // earlier seqno, the state it is applied on here (in seqno order, in one
+  // WriteBatch; replay recomputes the deltas by reading).
+  std::vector<SequencedEffect> effects;
+  effects.reserve(run.size());
+  for (const auto& [write, seqno] : run) {
+    effects.push_back(SequencedEffect{seqno, &write->effect, write->delta});
+  }
+  if (absl::Status applied = local_->Apply(effects); !applied.ok()) {
     Fail(applied);
     return;
   }
   {
     absl::MutexLock l(&mu_);
     if (failed_) return;  // answered by Fail (e.g. destroyed meanwhile)
-    pending_.pop_front();
-    for (const range::v1::Mutation& m : write->effect.mutations()) {
-      auto it = overlay_.find(m.key());
-      if (it != overlay_.end() && it->second.write_id == id) overlay_.erase(it);
+    for (const auto& [write, seqno] : run) {
+      pending_.pop_front();
+      for (const range::v1::Mutation& m : write->effect.mutations()) {
+        auto it = overlay_.find(m.key());
+        if (it != overlay_.end() && it->second.write_id == write->id) overlay_.erase(it);
+      }
+      applied_bytes_ += write->record_bytes;
     }
-    applied_seqno_ = *seqno;
-    applied_bytes_ += write->record_bytes;
+    applied_seqno_ = run.back().second;
   }
-  write->answer(absl::OkStatus());
-  for (const Answer& follower : write->followers) follower(absl::OkStatus());
+  for (const auto& [write, seqno] : run) {
+    write->answer(absl::OkStatus());
+    for (const Answer& follower : write->followers) follower(absl::OkStatus());
+  }
 }
 
 void RangeImpl::Fail(const absl::Status& cause) {

@@ -6,9 +6,12 @@
 // Threads:
 //  - callers of the write methods run the sequencer under mu_ and append to
 //    the log under mu_ (so revision order is seqno order);
-//  - the log writer's delivery thread runs OnLogDone: applies the effect
-//    (outside mu_; it is the only thread that writes RocksDB once serving),
-//    then drops the overlay entries under mu_, then answers, with no lock;
+//  - the log writer's delivery thread runs OnLogDone for each acknowledged
+//    record (it only notes the write as acknowledged) and ApplyAcknowledged
+//    after each run of them: applies the run's effects in one RocksDB
+//    write (outside mu_; it is the only thread that writes RocksDB once
+//    serving), then drops the overlay entries under mu_, then answers,
+//    with no lock;
 //  - the policy thread takes snapshots and truncates the log;
 //  - the notifier thread calls options.on_failed once, with no lock held.
 // Lock order: close_mu_, then snapshot_mu_, then mu_. The log writer's and
@@ -96,8 +99,14 @@ class RangeImpl final : public Range {
   void Execute(Callback<Response> done,
                const std::function<absl::Status(WriteView&, Response*)>& evaluate);
 
-  // The log's verdict on write `id` (delivery thread, seqno order).
+  // The log's verdict on write `id` (delivery thread, seqno order). An
+  // acknowledged write joins acknowledged_; an error applies those first,
+  // then fails the range.
   void OnLogDone(uint64_t id, absl::StatusOr<uint64_t> seqno);
+  // Applies acknowledged_ in one LocalStore::Apply, drops their overlay
+  // entries, answers them and their followers (delivery thread, after each
+  // run of log callbacks).
+  void ApplyAcknowledged();
   // The log (or the local DB) failed for good: every pending and later
   // write fails with UNAVAILABLE; on_failed is called once.
   void Fail(const absl::Status& cause) ABSL_LOCKS_EXCLUDED(mu_);
@@ -143,6 +152,10 @@ class RangeImpl final : public Range {
   // changed. An entry leaves once the write that set it is applied.
   PendingOverlay overlay_ ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<PendingWrite>> pending_ ABSL_GUARDED_BY(mu_);
+  // Delivery thread only: the writes the log acknowledged in the current
+  // run of callbacks, not yet applied; always the front of pending_ (until
+  // a failure empties pending_), with their seqnos.
+  std::vector<std::pair<std::shared_ptr<PendingWrite>, uint64_t>> acknowledged_;
   // Requests answered from the pending view while nothing was pending are
   // answered inline; these counters are for revisions and appends.
   int64_t last_revision_ ABSL_GUARDED_BY(mu_);
