@@ -146,15 +146,19 @@ void LogWriter::PumpLocked() {
 }
 
 void LogWriter::OnEntryDone(uint64_t generation, absl::StatusOr<int64_t> entry) {
+  if (QueueAckedEntry(generation, std::move(entry))) DeliverInline();
+}
+
+bool LogWriter::QueueAckedEntry(uint64_t generation, absl::StatusOr<int64_t> entry) {
   absl::MutexLock l(&mu_);
   // After a failure every batch was failed already; an ack arriving after a
   // ledger error (never, as the ledger writer acks in order) is not trusted.
-  if (generation != ledger_generation_ || !error_.ok() || in_flight_.empty()) return;
+  if (generation != ledger_generation_ || !error_.ok() || in_flight_.empty()) return false;
   if (!entry.ok()) {
     if (ledger_error_.ok()) ledger_error_ = entry.status();
-    return;  // the control thread turns it into the log's error
+    return false;  // the control thread turns it into the log's error
   }
-  if (!ledger_error_.ok()) return;
+  if (!ledger_error_.ok()) return false;
   Batch batch = std::move(in_flight_.front());
   in_flight_.pop_front();
   uint64_t seqno = batch.first_seqno;
@@ -166,6 +170,7 @@ void LogWriter::OnEntryDone(uint64_t generation, absl::StatusOr<int64_t> entry) 
   ++stats_.entries;
   MaybeCutLocked(absl::Now());
   PumpLocked();
+  return true;
 }
 
 void LogWriter::FailLocked(absl::Status status) {
@@ -187,25 +192,46 @@ void LogWriter::SetRunEndHook(std::function<void()> hook) {
   run_end_hook_ = std::move(hook);
 }
 
+void LogWriter::RunDeliveries(std::deque<Delivery> run, const std::function<void()>& run_end) {
+  for (Delivery& d : run) d.done(std::move(d.result));
+  if (run_end) run_end();
+  absl::MutexLock l(&mu_);
+  delivering_ = false;
+}
+
+void LogWriter::DeliverInline() {
+  for (;;) {
+    std::deque<Delivery> run;
+    std::function<void()> run_end;
+    {
+      absl::MutexLock l(&mu_);
+      // Someone else is delivering: it (or the delivery thread) takes these
+      // after its run, keeping the order.
+      if (delivering_ || deliveries_.empty()) return;
+      run.swap(deliveries_);
+      delivering_ = true;
+      run_end = run_end_hook_;
+    }
+    RunDeliveries(std::move(run), run_end);
+  }
+}
+
 void LogWriter::DeliveryLoop() {
   for (;;) {
-    std::deque<Delivery> batch;
+    std::deque<Delivery> run;
     std::function<void()> run_end;
     {
       absl::MutexLock l(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !deliveries_.empty() || delivery_stop_;
+        return !delivering_ && (!deliveries_.empty() || delivery_stop_);
       };
       mu_.Await(absl::Condition(&ready));
       if (deliveries_.empty()) return;  // stopping, and everything delivered
-      batch.swap(deliveries_);
+      run.swap(deliveries_);
       delivering_ = true;
       run_end = run_end_hook_;
     }
-    for (Delivery& d : batch) d.done(std::move(d.result));
-    if (run_end) run_end();
-    absl::MutexLock l(&mu_);
-    delivering_ = false;
+    RunDeliveries(std::move(run), run_end);
   }
 }
 

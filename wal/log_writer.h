@@ -12,9 +12,13 @@
 // are group-committed: many go into one ledger entry, and many entries are
 // in flight at once. A record is acknowledged only when its entry is.
 //
-// Threading: every method is thread-safe. Callbacks run on the writer's
-// delivery thread, one at a time, in seqno order, never under a lock of the
-// writer; they may call Append, but not Close, Truncate or the destructor.
+// Threading: every method is thread-safe. Callbacks run one at a time, in
+// seqno order, never under a lock of the writer: acknowledgements on the
+// ledger writer's thread right after the entry's ack (no thread hand-off on
+// the write path), errors on the writer's delivery thread (and any run that
+// arrives while another is being delivered, after it). They may call
+// Append, but not Close, Truncate or the destructor, and must not block for
+// long (they hold up the ledger's next acknowledgements).
 // Blocking methods (Open, AppendAndWait, Truncate, Close, the destructor)
 // must not be called from gRPC callbacks or ledger writer callbacks.
 #pragma once
@@ -102,7 +106,7 @@ class LogWriter {
   // Blocking Append. REQUIRES: not called from a callback.
   absl::StatusOr<uint64_t> AppendAndWait(std::string record);
 
-  // `hook` runs on the delivery thread after each run of callbacks (a run
+  // `hook` runs on the delivering thread after each run of callbacks (a run
   // is every callback queued when the thread woke: typically the records
   // of one or more acknowledged entries), before Close or the destructor
   // can see the run as delivered. A caller that defers work in its
@@ -154,6 +158,13 @@ class LogWriter {
   void CutLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnEntryDone(uint64_t generation, absl::StatusOr<int64_t> entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues the entry's record deliveries; false if it delivered nothing.
+  bool QueueAckedEntry(uint64_t generation, absl::StatusOr<int64_t> entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs the queued deliveries on the calling thread unless a run is being
+  // delivered already.
+  void DeliverInline() ABSL_LOCKS_EXCLUDED(mu_);
+  void RunDeliveries(std::deque<Delivery> run, const std::function<void()>& run_end)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Fails every record not yet acknowledged (in seqno order) and every
   // later one with `status`, for good.
   void FailLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

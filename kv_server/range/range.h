@@ -3,7 +3,7 @@
 // path. Design and formats: docs/range-server.md.
 //
 // Threading: every method is thread-safe. Write methods never block: they
-// queue the request and call `done` later (on the log's delivery thread, or
+// queue the request and call `done` later (on the log's delivering thread, or
 // inline for a request refused before it reaches the log); `done` must not
 // block. Read methods read local RocksDB only (no network), so a gRPC
 // reaction may call them. Open and Close block (network, disk).

@@ -6,7 +6,8 @@
 // Threads:
 //  - callers of the write methods run the sequencer under mu_ and append to
 //    the log under mu_ (so revision order is seqno order);
-//  - the log writer's delivery thread runs OnLogDone for each acknowledged
+//  - the log writer's delivering thread (the ledger writer's thread for
+//    acknowledgements, wal/log_writer.h) runs OnLogDone for each acknowledged
 //    record (it only notes the write as acknowledged) and ApplyAcknowledged
 //    after each run of them: applies the run's effects in one RocksDB
 //    write (outside mu_; it is the only thread that writes RocksDB once
@@ -99,13 +100,13 @@ class RangeImpl final : public Range {
   void Execute(Callback<Response> done,
                const std::function<absl::Status(WriteView&, Response*)>& evaluate);
 
-  // The log's verdict on write `id` (delivery thread, seqno order). An
+  // The log's verdict on write `id` (one thread at a time, seqno order). An
   // acknowledged write joins acknowledged_; an error applies those first,
   // then fails the range.
   void OnLogDone(uint64_t id, absl::StatusOr<uint64_t> seqno);
   // Applies acknowledged_ in one LocalStore::Apply, drops their overlay
-  // entries, answers them and their followers (delivery thread, after each
-  // run of log callbacks).
+  // entries, answers them and their followers (after each run of log
+  // callbacks, on the thread that ran them).
   void ApplyAcknowledged();
   // The log (or the local DB) failed for good: every pending and later
   // write fails with UNAVAILABLE; on_failed is called once.
@@ -152,7 +153,7 @@ class RangeImpl final : public Range {
   // changed. An entry leaves once the write that set it is applied.
   PendingOverlay overlay_ ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<PendingWrite>> pending_ ABSL_GUARDED_BY(mu_);
-  // Delivery thread only: the writes the log acknowledged in the current
+  // Log callbacks only (one at a time): the writes the log acknowledged in the current
   // run of callbacks, not yet applied; always the front of pending_ (until
   // a failure empties pending_), with their seqnos.
   std::vector<std::pair<std::shared_ptr<PendingWrite>, uint64_t>> acknowledged_;
