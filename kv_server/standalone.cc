@@ -119,6 +119,15 @@ absl::StatusOr<std::unique_ptr<Standalone>> Standalone::Start(StandaloneOptions 
     }
     return nullptr;
   };
+  // And their adds (the write path) without gRPC at all: a function call
+  // into the bookie's storage, answered from its journal thread after the
+  // fdatasync.
+  co.local_add = [raw = s.get()](const std::string& address) -> ledger::LocalAddFn {
+    for (const auto& b : raw->bookies_) {
+      if (b->address() == address) return b->LocalAdd();
+    }
+    return nullptr;
+  };
   ASSIGN_OR_RETURN(s->client_, ledger::LedgerClient::Create(std::move(co)));
 
   s->catalog_ = std::make_unique<TableCatalog>(s->store_.get(), kCluster, o.limits);

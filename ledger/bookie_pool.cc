@@ -11,8 +11,11 @@
 namespace ledgerkv::ledger {
 
 BookiePool::BookiePool(metadata::MetadataStore* store, metadata::Keys keys,
-                       LocalChannelFactory local_channel)
-    : store_(store), keys_(std::move(keys)), local_channel_(std::move(local_channel)) {}
+                       LocalChannelFactory local_channel, LocalAddFactory local_add)
+    : store_(store),
+      keys_(std::move(keys)),
+      local_channel_(std::move(local_channel)),
+      local_add_(std::move(local_add)) {}
 
 std::shared_ptr<BookieConn> BookiePool::ForAddress(const std::string& address) {
   absl::MutexLock l(&mu_);
@@ -39,6 +42,7 @@ std::shared_ptr<BookieConn> BookiePool::ForAddress(const std::string& address) {
     conn = std::make_shared<BookieConn>();
     conn->address = address;
     if (local_channel_) conn->channel = local_channel_(address, args);
+    if (conn->channel != nullptr && local_add_) conn->local_add = local_add_(address);
     if (conn->channel == nullptr) {
       conn->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
     }

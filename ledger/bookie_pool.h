@@ -22,11 +22,15 @@
 namespace ledgerkv::ledger {
 
 using LocalChannelFactory = decltype(ClientOptions::local_channel);
+using LocalAddFactory = decltype(ClientOptions::local_add);
 
 struct BookieConn {
   std::string address;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<bookie::v1::Bookie::Stub> stub;
+  // Set for a bookie of this process (ClientOptions::local_add): writers
+  // add through it instead of the stub.
+  LocalAddFn local_add;
 };
 
 class BookiePool {
@@ -34,7 +38,7 @@ class BookiePool {
   // REQUIRES: store outlives the pool. `local_channel` (may be empty) is
   // ClientOptions::local_channel: consulted before creating a TCP channel.
   BookiePool(metadata::MetadataStore* store, metadata::Keys keys,
-             LocalChannelFactory local_channel = nullptr);
+             LocalChannelFactory local_channel = nullptr, LocalAddFactory local_add = nullptr);
 
   BookiePool(const BookiePool&) = delete;
   BookiePool& operator=(const BookiePool&) = delete;
@@ -62,6 +66,7 @@ class BookiePool {
   metadata::MetadataStore* const store_;
   const metadata::Keys keys_;
   const LocalChannelFactory local_channel_;
+  const LocalAddFactory local_add_;
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<BookieConn>> by_address_ ABSL_GUARDED_BY(mu_);

@@ -26,7 +26,7 @@ struct ClientCore {
       : options(std::move(opts)),
         store(options.metadata),
         keys(options.cluster),
-        pool(options.metadata, keys, options.local_channel),
+        pool(options.metadata, keys, options.local_channel, options.local_add),
         placement(options.metadata, keys) {}
 
   const ClientOptions options;

@@ -1,8 +1,9 @@
 // The ledger client reaching a bookie of its own process through gRPC's
-// in-process transport (ClientOptions::local_channel, as `ledgerkv
-// standalone` does): the channel is used instead of TCP, and durability is
-// unchanged - an add is acknowledged only after the bookie's fdatasync
-// succeeded (ARCHITECTURE.md 4; docs/performance.md).
+// in-process transport (ClientOptions::local_channel) and, for adds, by a
+// direct call into the bookie (ClientOptions::local_add), as `ledgerkv
+// standalone` does: neither goes over TCP, and durability is unchanged - an
+// add is acknowledged only after the bookie's fdatasync succeeded
+// (ARCHITECTURE.md 4; docs/performance.md).
 #include <atomic>
 #include <memory>
 #include <string>
@@ -27,7 +28,7 @@ using testing::TempDir;
 // One bookie writing through a fault-injecting Env, and a client that talks
 // to it in-process.
 struct InProcessSetup {
-  explicit InProcessSetup(bool sync) : env(Env::Default()) {
+  explicit InProcessSetup(bool sync, bool direct_add = false) : env(Env::Default()) {
     auto opened = metadata::EmbeddedStore::Open(dir.path() + "/metadata");
     EXPECT_TRUE(opened.ok()) << opened.status();
     if (!opened.ok()) return;
@@ -51,6 +52,17 @@ struct InProcessSetup {
       in_process_channels.fetch_add(1);
       return server->InProcessChannel(args);
     };
+    if (direct_add) {
+      co.local_add = [this](const std::string& address) -> LocalAddFn {
+        if (address != server->address()) return nullptr;
+        bookie::LocalAddFunction add = server->LocalAdd();
+        return [this, add](const bookie::v1::AddRequest& request, bookie::v1::AddResponse* response,
+                           std::function<void(const grpc::Status&)> done) {
+          direct_adds.fetch_add(1);
+          add(request, response, std::move(done));
+        };
+      };
+    }
     auto created = LedgerClient::Create(co);
     EXPECT_TRUE(created.ok()) << created.status();
     if (created.ok()) client = *std::move(created);
@@ -65,6 +77,7 @@ struct InProcessSetup {
   std::unique_ptr<metadata::EmbeddedStore> store;
   std::unique_ptr<bookie::BookieServer> server;
   std::atomic<int> in_process_channels{0};
+  std::atomic<int> direct_adds{0};
   std::unique_ptr<LedgerClient> client;
 };
 
@@ -89,6 +102,47 @@ TEST(InProcessChannelTest, EveryAckFollowsAnFdatasyncAndAFailedSyncIsNeverAcked)
   EXPECT_FALSE(failed.ok()) << "entry acknowledged although its fdatasync failed";
 }
 
+// The same guarantee on the direct add path: the ack comes from the
+// storage's journal thread after its fdatasync, with no gRPC in between.
+TEST(InProcessChannelTest, DirectAddsAreAckedOnlyAfterAnFdatasyncAndNeverAfterAFailedOne) {
+  InProcessSetup s(/*sync=*/true, /*direct_add=*/true);
+  ASSERT_NE(s.client, nullptr);
+  LKV_ASSIGN_OR_FAIL(auto writer, s.client->CreateLedger(Quorums(1, 1, 1)));
+  for (int i = 0; i < 20; ++i) {
+    const int64_t syncs_before = s.env.sync_count();
+    const int adds_before = s.direct_adds.load();
+    auto id = writer->Append(PayloadFor(i));
+    ASSERT_TRUE(id.ok()) << id.status();
+    EXPECT_EQ(*id, i);
+    EXPECT_GT(s.direct_adds.load(), adds_before) << "entry " << i << " did not take the direct path";
+    EXPECT_GT(s.env.sync_count(), syncs_before) << "entry " << i << " acked without fdatasync";
+  }
+  // What was acknowledged reads back (through the channel).
+  LKV_ASSERT_OK(writer->Close());
+  LKV_ASSIGN_OR_FAIL(auto reader, s.client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+  LKV_ASSIGN_OR_FAIL(auto entries, reader->Read(0, 19));
+  ASSERT_EQ(entries.size(), 20u);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(entries[i].payload, PayloadFor(i));
+
+  // The disk stops syncing: the add must fail, never be acknowledged.
+  LKV_ASSIGN_OR_FAIL(auto second, s.client->CreateLedger(Quorums(1, 1, 1)));
+  s.env.FailAllSyncs(true);
+  auto failed = second->Append(PayloadFor(0));
+  EXPECT_FALSE(failed.ok()) << "entry acknowledged although its fdatasync failed";
+}
+
+// A bookie that shut down answers direct adds UNAVAILABLE instead of
+// touching its closed storage; the writer fails, never acks.
+TEST(InProcessChannelTest, DirectAddToAShutDownBookieFailsTheAdd) {
+  InProcessSetup s(/*sync=*/true, /*direct_add=*/true);
+  ASSERT_NE(s.client, nullptr);
+  LKV_ASSIGN_OR_FAIL(auto writer, s.client->CreateLedger(Quorums(1, 1, 1)));
+  LKV_ASSERT_OK(writer->Append(PayloadFor(0)).status());
+  s.server->Shutdown();
+  auto after = writer->Append(PayloadFor(1));
+  EXPECT_FALSE(after.ok()) << "acknowledged by a bookie that shut down";
+}
+
 // The control that shows the test above can fail: a bookie in relaxed mode
 // (sync off) acknowledges through the same channel while every sync fails.
 TEST(InProcessChannelTest, RelaxedBookieAcksWithoutSyncThroughTheSameChannel) {
@@ -99,6 +153,18 @@ TEST(InProcessChannelTest, RelaxedBookieAcksWithoutSyncThroughTheSameChannel) {
   auto id = writer->Append(PayloadFor(0));
   EXPECT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(s.in_process_channels.load(), 1);
+}
+
+// And for the direct add path: a relaxed bookie acks through it while every
+// sync fails, so the sync checks of the direct test above can fail.
+TEST(InProcessChannelTest, RelaxedBookieAcksWithoutSyncThroughTheDirectPath) {
+  InProcessSetup s(/*sync=*/false, /*direct_add=*/true);
+  ASSERT_NE(s.client, nullptr);
+  LKV_ASSIGN_OR_FAIL(auto writer, s.client->CreateLedger(Quorums(1, 1, 1)));
+  s.env.FailAllSyncs(true);
+  auto id = writer->Append(PayloadFor(0));
+  EXPECT_TRUE(id.ok()) << id.status();
+  EXPECT_GT(s.direct_adds.load(), 0);
 }
 
 }  // namespace

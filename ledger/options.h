@@ -14,13 +14,27 @@
 namespace grpc {
 class Channel;
 class ChannelArguments;
+class Status;
 }  // namespace grpc
 
 namespace ledgerkv::metadata {
 class MetadataStore;
 }
 
+namespace ledgerkv::bookie::v1 {
+class AddRequest;
+class AddResponse;
+}  // namespace ledgerkv::bookie::v1
+
 namespace ledgerkv::ledger {
+
+// An Add to a bookie of this process without gRPC (ClientOptions::local_add):
+// the same request and response as the Add RPC; `done` runs once, on any
+// thread (possibly inline), with the status the RPC would have had, after
+// `response` is filled. `request` and `response` stay alive until then.
+using LocalAddFn = std::function<void(const bookie::v1::AddRequest& request,
+                                      bookie::v1::AddResponse* response,
+                                      std::function<void(const grpc::Status&)> done)>;
 
 struct ClientOptions {
   // The metadata store holding ledger metadata and bookie registrations.
@@ -62,6 +76,15 @@ struct ClientOptions {
   std::function<std::shared_ptr<grpc::Channel>(const std::string& address,
                                                const grpc::ChannelArguments& args)>
       local_channel;
+  // Optional, with local_channel: a direct add path to a bookie in this
+  // process (typically BookieServer::LocalAdd), asked once per address; an
+  // empty function: adds go through the channel. Writers then hand their
+  // Add requests to the bookie's storage by a function call and take the
+  // reply on the bookie's journal thread right after its fdatasync: no gRPC
+  // call objects, completion queue or thread hand-off per add
+  // (docs/performance.md). Everything else (reads, fences, LAC) still uses
+  // the channel. Same rules as local_channel.
+  std::function<LocalAddFn(const std::string& address)> local_add;
 };
 
 struct CreateOptions {

@@ -180,6 +180,14 @@ void WriterState::SendAll(std::vector<AddCall*> calls) {
   for (AddCall* call : calls) {
     // `call` stays owned by live_calls_ until its OnAddDone; `this` stays
     // alive until every OnAddDone returned (Shutdown waits for them).
+    if (call->conn->local_add) {
+      // A bookie of this process: its storage answers after the fdatasync,
+      // on its journal thread (no deadline: a local disk that never answers
+      // fails nothing else either; Shutdown waits for the answer).
+      call->conn->local_add(call->request, &call->response,
+                            [this, call](const grpc::Status& status) { OnAddDone(call, status); });
+      continue;
+    }
     call->ctx.set_deadline(absl::ToChronoTime(deadline));
     call->conn->stub->async()->Add(&call->ctx, &call->request, &call->response,
                                    [this, call](grpc::Status status) { OnAddDone(call, status); });

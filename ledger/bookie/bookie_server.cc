@@ -35,6 +35,22 @@ std::shared_ptr<grpc::Channel> BookieServer::InProcessChannel(const grpc::Channe
   return server_->InProcessChannel(args);
 }
 
+LocalAddFunction BookieServer::LocalAdd() {
+  local_add_gate_->service.store(service_.get());
+  return [gate = local_add_gate_](const v1::AddRequest& request, v1::AddResponse* response,
+                                  std::function<void(const grpc::Status&)> done) {
+    gate->active.fetch_add(1);
+    BookieServiceImpl* service = gate->service.load();
+    if (service == nullptr) {
+      gate->active.fetch_sub(1);
+      done(grpc::Status(grpc::StatusCode::UNAVAILABLE, "bookie is shutting down"));
+      return;
+    }
+    service->AddDirect(request, response, std::move(done));
+    gate->active.fetch_sub(1);
+  };
+}
+
 absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions options) {
   std::unique_ptr<BookieServer> s(new BookieServer(std::move(options)));
   StorageOptions so;
@@ -272,6 +288,10 @@ void BookieServer::Shutdown() {
       absl::FPrintF(stderr, "bookie %s: deregistration failed: %s\n", bookie_id_, s.ToString());
     }
   }
+  // No new local adds; those inside the service finish handing over (they
+  // never block), and the storage's close answers them.
+  local_add_gate_->service.store(nullptr);
+  while (local_add_gate_->active.load() != 0) std::this_thread::yield();
   // Storage first: it answers every queued add and ends long polls, so the
   // gRPC shutdown below has no reaction left waiting.
   if (storage_ != nullptr) {

@@ -8,6 +8,8 @@
 // updates. Public methods are thread-safe.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -24,12 +26,23 @@ namespace grpc {
 class Channel;
 class ChannelArguments;
 class Server;
+class Status;
 }  // namespace grpc
 
 namespace ledgerkv::bookie {
 
 class BookieStorage;
 class BookieServiceImpl;
+namespace v1 {
+class AddRequest;
+class AddResponse;
+}  // namespace v1
+
+// An Add without gRPC (BookieServer::LocalAdd); the type of
+// ledger::LocalAddFn (ledger/options.h).
+using LocalAddFunction =
+    std::function<void(const v1::AddRequest& request, v1::AddResponse* response,
+                       std::function<void(const grpc::Status&)> done)>;
 
 struct BookieOptions {
   // Data directory (created if missing).
@@ -77,6 +90,13 @@ class BookieServer {
   // bookie shuts down. REQUIRES: called before Shutdown.
   std::shared_ptr<grpc::Channel> InProcessChannel(const grpc::ChannelArguments& args);
 
+  // The Add of this bookie as a function call, for a ledger client in the
+  // same process (ClientOptions::local_add): the service's own Add (same
+  // checks, same reply only after the fdatasync), without gRPC. After
+  // Shutdown begins it answers UNAVAILABLE; adds already handed over are
+  // answered by the storage's close. REQUIRES: called before Shutdown.
+  LocalAddFunction LocalAdd();
+
   // Deregisters, answers every pending request, stops serving and closes
   // the storage (releasing the data directory). Idempotent.
   void Shutdown();
@@ -107,6 +127,13 @@ class BookieServer {
   std::unique_ptr<BookieStorage> storage_;
   std::unique_ptr<BookieServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
+  // Lets LocalAdd functions outlive the service safely: Shutdown clears
+  // `service` and waits until no call is inside it.
+  struct LocalAddGate {
+    std::atomic<BookieServiceImpl*> service{nullptr};
+    std::atomic<int> active{0};
+  };
+  const std::shared_ptr<LocalAddGate> local_add_gate_ = std::make_shared<LocalAddGate>();
 
   absl::Mutex gc_mu_;  // one GC round at a time
 

@@ -48,36 +48,46 @@ grpc::ServerUnaryReactor* BookieServiceImpl::Add(grpc::CallbackServerContext* ct
                                                  const v1::AddRequest* req,
                                                  v1::AddResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (!Admit(reactor)) return reactor;
-  if (InstanceMismatch(req->expected_instance_id())) {
-    for (const v1::Entry& e : req->entries()) {
+  // gRPC keeps req and resp alive until Finish.
+  AddDirect(*req, resp, [reactor](const grpc::Status& status) { reactor->Finish(status); });
+  return reactor;
+}
+
+void BookieServiceImpl::AddDirect(const v1::AddRequest& req, v1::AddResponse* resp,
+                                  absl::AnyInvocable<void(const grpc::Status&) &&> finish) {
+  if (!serving_.load(std::memory_order_acquire)) {
+    std::move(finish)(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                   "bookie is starting: its identity is not verified yet"));
+    return;
+  }
+  if (InstanceMismatch(req.expected_instance_id())) {
+    for (const v1::Entry& e : req.entries()) {
       v1::AddResult* r = resp->add_results();
       r->set_ledger_id(e.ledger_id());
       r->set_entry_id(e.entry_id());
       r->set_code(v1::INSTANCE_MISMATCH);
     }
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    std::move(finish)(grpc::Status::OK);
+    return;
   }
   std::vector<EntryView> entries;
-  entries.reserve(req->entries_size());
-  for (const v1::Entry& e : req->entries()) {
-    // Views into the request: gRPC keeps it alive until Finish.
+  entries.reserve(req.entries_size());
+  for (const v1::Entry& e : req.entries()) {
+    // Views into the request, alive until finish.
     entries.push_back(EntryView{e.ledger_id(), e.entry_id(), e.lac(), e.checksum(), e.payload()});
   }
-  storage_->Add(std::move(entries), req->recovery(),
-                [req, resp, reactor](std::vector<Code> codes) {
+  storage_->Add(std::move(entries), req.recovery(),
+                [&req, resp, finish = std::move(finish)](std::vector<Code> codes) mutable {
                   resp->mutable_results()->Reserve(static_cast<int>(codes.size()));
                   for (size_t i = 0; i < codes.size(); ++i) {
-                    const v1::Entry& e = req->entries(static_cast<int>(i));
+                    const v1::Entry& e = req.entries(static_cast<int>(i));
                     v1::AddResult* r = resp->add_results();
                     r->set_ledger_id(e.ledger_id());
                     r->set_entry_id(e.entry_id());
                     r->set_code(codes[i]);
                   }
-                  reactor->Finish(grpc::Status::OK);
+                  std::move(finish)(grpc::Status::OK);
                 });
-  return reactor;
 }
 
 void BookieServiceImpl::FenceThen(uint64_t ledger_id, grpc::ServerUnaryReactor* reactor,

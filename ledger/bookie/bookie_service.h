@@ -22,6 +22,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "ledger/bookie/bookie_storage.h"
 #include "ledger/bookie/thread_pool.h"
@@ -59,6 +60,14 @@ class BookieServiceImpl final : public v1::Bookie::CallbackService {
   grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* ctx,
                                     const v1::GetInfoRequest* req,
                                     v1::GetInfoResponse* resp) override;
+
+  // Add without gRPC, for a client in this process (BookieServer::LocalAdd):
+  // the same checks, storage call and reply as the Add RPC; `finish` gets
+  // the status the RPC would end with, once `resp` is filled (on the
+  // storage's journal thread after the fdatasync, or inline for an
+  // immediate answer). `req` and `resp` must stay alive until then.
+  void AddDirect(const v1::AddRequest& req, v1::AddResponse* resp,
+                 absl::AnyInvocable<void(const grpc::Status&) &&> finish);
 
  private:
   bool InstanceMismatch(const std::string& expected) const;
