@@ -4,12 +4,15 @@
 // BM_BookieAdd/<entries per RPC>/<payload bytes>/<RPCs in flight>: every
 // iteration sends one batched Add RPC and waits for it; several client
 // threads keep RPCs in flight so that group commit can share syncs.
+// BM_BookieAddLocal: the same through BookieServer::LocalAdd (no gRPC), the
+// path of standalone's in-process bookies.
 #include <atomic>
 #include <filesystem>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "base/entry_checksum.h"
 #include "base/process_tuning.h"
 #include "benchmark/benchmark.h"
@@ -56,6 +59,30 @@ void StopBookie() {
   g_shared = nullptr;
 }
 
+pb::AddRequest MakeRequest(uint64_t ledger, int entries, const std::string& payload,
+                           int64_t* next_entry) {
+  pb::AddRequest req;
+  for (int i = 0; i < entries; ++i) {
+    pb::Entry* e = req.add_entries();
+    e->set_ledger_id(ledger);
+    e->set_entry_id(*next_entry);
+    e->set_lac(*next_entry - 1);
+    e->set_payload(payload);
+    e->set_checksum(EntryChecksum(ledger, *next_entry, *next_entry - 1, payload));
+    ++*next_entry;
+  }
+  return req;
+}
+
+bool AllAcknowledged(const pb::AddResponse& resp, int entries) {
+  if (resp.results_size() != entries) return false;
+  for (const auto& r : resp.results()) {
+    if (r.code() != pb::OK) return false;
+  }
+  return true;
+}
+
+// Through the gRPC service over loopback TCP.
 void BM_BookieAdd(benchmark::State& state) {
   const int entries_per_rpc = static_cast<int>(state.range(0));
   const std::string payload(static_cast<size_t>(state.range(1)), 'b');
@@ -64,29 +91,44 @@ void BM_BookieAdd(benchmark::State& state) {
   int64_t next_entry = 0;
   int64_t entries = 0;
   for (auto _ : state) {
-    pb::AddRequest req;
-    for (int i = 0; i < entries_per_rpc; ++i) {
-      pb::Entry* e = req.add_entries();
-      e->set_ledger_id(ledger);
-      e->set_entry_id(next_entry);
-      e->set_lac(next_entry - 1);
-      e->set_payload(payload);
-      e->set_checksum(EntryChecksum(ledger, next_entry, next_entry - 1, payload));
-      ++next_entry;
-    }
+    pb::AddRequest req = MakeRequest(ledger, entries_per_rpc, payload, &next_entry);
     pb::AddResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     grpc::Status s = stub->Add(&ctx, req, &resp);
-    if (!s.ok() || resp.results_size() != entries_per_rpc) {
-      state.SkipWithError("add failed");
+    if (!s.ok() || !AllAcknowledged(resp, entries_per_rpc)) {
+      state.SkipWithError("add failed or not acknowledged");
       break;
     }
-    for (const auto& r : resp.results()) {
-      if (r.code() != pb::OK) {
-        state.SkipWithError("entry not acknowledged");
-        break;
-      }
+    entries += entries_per_rpc;
+  }
+  state.SetItemsProcessed(entries);
+  state.SetBytesProcessed(entries * static_cast<int64_t>(payload.size()));
+}
+
+// The same adds through BookieServer::LocalAdd, the direct path `ledgerkv
+// standalone` uses for its in-process bookies: the difference to
+// BM_BookieAdd is the cost of the gRPC hop.
+void BM_BookieAddLocal(benchmark::State& state) {
+  const int entries_per_rpc = static_cast<int>(state.range(0));
+  const std::string payload(static_cast<size_t>(state.range(1)), 'b');
+  const bookie::LocalAddFunction add = g_shared->server->LocalAdd();
+  const uint64_t ledger = g_next_ledger.fetch_add(1);
+  int64_t next_entry = 0;
+  int64_t entries = 0;
+  for (auto _ : state) {
+    pb::AddRequest req = MakeRequest(ledger, entries_per_rpc, payload, &next_entry);
+    pb::AddResponse resp;
+    absl::Notification done;
+    grpc::Status status;
+    add(req, &resp, [&](const grpc::Status& s) {
+      status = s;
+      done.Notify();
+    });
+    done.WaitForNotification();
+    if (!status.ok() || !AllAcknowledged(resp, entries_per_rpc)) {
+      state.SkipWithError("add failed or not acknowledged");
+      break;
     }
     entries += entries_per_rpc;
   }
@@ -95,6 +137,16 @@ void BM_BookieAdd(benchmark::State& state) {
 }
 
 BENCHMARK(BM_BookieAdd)
+    ->ArgNames({"entries", "bytes"})
+    ->Args({1, 100})
+    ->Args({64, 100})
+    ->Args({1, 65536})
+    ->Args({16, 65536})
+    ->ThreadRange(1, 8)
+    ->UseRealTime()
+    ->MinTime(0.5);
+
+BENCHMARK(BM_BookieAddLocal)
     ->ArgNames({"entries", "bytes"})
     ->Args({1, 100})
     ->Args({64, 100})

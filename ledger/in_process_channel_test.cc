@@ -12,11 +12,13 @@
 #include "base/file.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/status.h"
 #include "gtest/gtest.h"
 #include "ledger/bookie/bookie_server.h"
 #include "ledger/ledger_client.h"
 #include "ledger/ledger_test_util.h"
 #include "metadata/embedded_store.h"
+#include "proto/bookie.pb.h"
 
 namespace ledgerkv::ledger {
 namespace {
@@ -141,6 +143,14 @@ TEST(InProcessChannelTest, DirectAddToAShutDownBookieFailsTheAdd) {
   s.server->Shutdown();
   auto after = writer->Append(PayloadFor(1));
   EXPECT_FALSE(after.ok()) << "acknowledged by a bookie that shut down";
+
+  // A function taken after Shutdown (a client reconnecting) stays closed.
+  bookie::LocalAddFunction late = s.server->LocalAdd();
+  bookie::v1::AddRequest request;
+  bookie::v1::AddResponse response;
+  grpc::Status status;
+  late(request, &response, [&](const grpc::Status& s) { status = s; });
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
 }
 
 // The control that shows the test above can fail: a bookie in relaxed mode

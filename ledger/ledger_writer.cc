@@ -22,6 +22,8 @@ void LedgerWriter::AppendAsync(std::string payload, AddCallback done) {
   state_->AppendAsync(std::move(payload), std::move(done));
 }
 
+void LedgerWriter::SendHeldAppends() { state_->SendHeldAppends(); }
+
 absl::StatusOr<int64_t> LedgerWriter::Append(std::string payload) {
   absl::Notification added;
   absl::StatusOr<int64_t> result;

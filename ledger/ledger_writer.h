@@ -82,6 +82,13 @@ class LedgerWriter {
   // entry-id order, each exactly once.
   void AppendAsync(std::string payload, AddCallback done);
 
+  // From an AddCallback: sends now the appends that callbacks of the current
+  // batch made so far. They are otherwise held until every callback of the
+  // batch has run (so that they leave together in one RPC per bookie); a
+  // callback that is about to do slow work (the log applying records to
+  // RocksDB) releases them first. Does nothing from any other thread.
+  void SendHeldAppends();
+
   // Blocking AppendAsync. REQUIRES: not called from an AddCallback.
   absl::StatusOr<int64_t> Append(std::string payload);
 

@@ -83,7 +83,9 @@ struct ClientOptions {
   // reply on the bookie's journal thread right after its fdatasync: no gRPC
   // call objects, completion queue or thread hand-off per add
   // (docs/performance.md). Everything else (reads, fences, LAC) still uses
-  // the channel. Same rules as local_channel.
+  // the channel. Same rules as local_channel. A direct add has no deadline
+  // (rpc_timeout does not apply): a local disk that never answers holds the
+  // adds until it does.
   std::function<LocalAddFn(const std::string& address)> local_add;
 };
 

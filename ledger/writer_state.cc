@@ -361,12 +361,27 @@ void WriterState::Deliver(std::vector<Delivery> deliveries) {
   {
     absl::MutexLock l(&mu_);
     delivering_ = false;
-    for (int i = 0; i < ensemble_size_; ++i) {
-      if (held_slots_ & (uint64_t{1} << i)) PumpLocked(i, &out);
-    }
-    held_slots_ = 0;
+    PumpHeldLocked(&out);
   }
   SendAll(std::move(out));
+}
+
+void WriterState::SendHeldAppends() {
+  if (!OnWriterThread()) return;
+  std::vector<AddCall*> out;
+  {
+    absl::MutexLock l(&mu_);
+    if (!delivering_) return;
+    PumpHeldLocked(&out);
+  }
+  SendAll(std::move(out));
+}
+
+void WriterState::PumpHeldLocked(std::vector<AddCall*>* out) {
+  for (int i = 0; i < ensemble_size_; ++i) {
+    if (held_slots_ & (uint64_t{1} << i)) PumpLocked(i, out);
+  }
+  held_slots_ = 0;
 }
 
 void WriterState::RunEnsembleChange() {

@@ -64,6 +64,8 @@ class WriterState {
   void Shutdown();
 
   void AppendAsync(std::string payload, LedgerWriter::AddCallback done);
+  // LedgerWriter::SendHeldAppends.
+  void SendHeldAppends() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Close();
   int64_t lac() const;
   meta::v1::LedgerMetadata metadata() const;
@@ -149,6 +151,8 @@ class WriterState {
   // Each call made is registered in live_calls_ (which owns it) and counted
   // in callbacks_pending_ until its OnAddDone returns.
   void PumpLocked(int slot, std::vector<AddCall*>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pumps the slots whose appends were held during a delivery.
+  void PumpHeldLocked(std::vector<AddCall*>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendAll(std::vector<AddCall*> calls) ABSL_LOCKS_EXCLUDED(mu_);
   void OnAddDone(AddCall* call, const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   // Handles a reply under mu_; `out` gets follow-up calls to send.

@@ -146,10 +146,17 @@ void LogWriter::PumpLocked() {
 }
 
 void LogWriter::OnEntryDone(uint64_t generation, absl::StatusOr<int64_t> entry) {
-  if (QueueAckedEntry(generation, std::move(entry))) DeliverInline();
+  ledger::LedgerWriter* acked_by = nullptr;
+  if (!QueueAckedEntry(generation, std::move(entry), &acked_by)) return;
+  // This runs in acked_by's callback, so it is alive (its destructor waits
+  // for this thread). The batches just pumped leave before the callbacks
+  // below do their work (the range applies to RocksDB), instead of after.
+  if (acked_by != nullptr) acked_by->SendHeldAppends();
+  DeliverInline();
 }
 
-bool LogWriter::QueueAckedEntry(uint64_t generation, absl::StatusOr<int64_t> entry) {
+bool LogWriter::QueueAckedEntry(uint64_t generation, absl::StatusOr<int64_t> entry,
+                                ledger::LedgerWriter** acked_by) {
   absl::MutexLock l(&mu_);
   // After a failure every batch was failed already; an ack arriving after a
   // ledger error (never, as the ledger writer acks in order) is not trusted.
@@ -170,6 +177,7 @@ bool LogWriter::QueueAckedEntry(uint64_t generation, absl::StatusOr<int64_t> ent
   ++stats_.entries;
   MaybeCutLocked(absl::Now());
   PumpLocked();
+  *acked_by = ledger_.get();
   return true;
 }
 

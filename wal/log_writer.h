@@ -158,8 +158,10 @@ class LogWriter {
   void CutLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnEntryDone(uint64_t generation, absl::StatusOr<int64_t> entry) ABSL_LOCKS_EXCLUDED(mu_);
-  // Queues the entry's record deliveries; false if it delivered nothing.
-  bool QueueAckedEntry(uint64_t generation, absl::StatusOr<int64_t> entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues the entry's record deliveries and names the ledger writer that
+  // acknowledged it; false if it delivered nothing.
+  bool QueueAckedEntry(uint64_t generation, absl::StatusOr<int64_t> entry,
+                       ledger::LedgerWriter** acked_by) ABSL_LOCKS_EXCLUDED(mu_);
   // Runs the queued deliveries on the calling thread unless a run is being
   // delivered already.
   void DeliverInline() ABSL_LOCKS_EXCLUDED(mu_);

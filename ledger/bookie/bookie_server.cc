@@ -36,7 +36,8 @@ std::shared_ptr<grpc::Channel> BookieServer::InProcessChannel(const grpc::Channe
 }
 
 LocalAddFunction BookieServer::LocalAdd() {
-  local_add_gate_->service.store(service_.get());
+  // The gate was opened by Start and is closed by Shutdown; this only hands
+  // out a function that goes through it.
   return [gate = local_add_gate_](const v1::AddRequest& request, v1::AddResponse* response,
                                   std::function<void(const grpc::Status&)> done) {
     gate->active.fetch_add(1);
@@ -61,6 +62,7 @@ absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions 
   s->instance_id_ = s->storage_->instance_id();
 
   s->service_ = std::make_unique<BookieServiceImpl>(s->storage_.get(), kReadThreads);
+  s->local_add_gate_->service.store(s->service_.get());
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(s->options_.listen, grpc::InsecureServerCredentials(), &port);

@@ -94,7 +94,10 @@ class BookieServer {
   // same process (ClientOptions::local_add): the service's own Add (same
   // checks, same reply only after the fdatasync), without gRPC. After
   // Shutdown begins it answers UNAVAILABLE; adds already handed over are
-  // answered by the storage's close. REQUIRES: called before Shutdown.
+  // answered by the storage's close. May be called at any time, also during
+  // or after Shutdown. No deadline: the bookie is in this process, on this
+  // host's disk; an fdatasync that never returns holds its adds (and the
+  // bookie's own Shutdown) until it does, where an RPC would have timed out.
   LocalAddFunction LocalAdd();
 
   // Deregisters, answers every pending request, stops serving and closes
