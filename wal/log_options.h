@@ -30,9 +30,15 @@ struct LogOptions {
   // Group commit: records are gathered into one ledger entry until it holds
   // max_batch_bytes, or until its first record waited max_batch_delay while
   // other entries were in flight. With nothing in flight a record leaves at
-  // once, so a lone writer pays no delay.
+  // once, so a lone writer pays no delay; under load a batch is cut as soon
+  // as the entries in flight are acknowledged, or after the delay. 4 ms
+  // rather than 1: when an entry takes longer than the delay (2 of 3 remote
+  // fdatasyncs in a cluster) a short delay sends more, smaller entries,
+  // each costing RPCs, syncs and thread wake-ups; 4 ms gave +19% cluster
+  // and +12% standalone puts at 256 clients with lower p99, and no change
+  // at 1 and 16 clients (docs/performance.md).
   int64_t max_batch_bytes = int64_t{1} << 20;
-  absl::Duration max_batch_delay = absl::Milliseconds(1);
+  absl::Duration max_batch_delay = absl::Milliseconds(4);
   // Entries sent to the ledger and not yet acknowledged; further batches
   // wait (and keep growing up to max_batch_bytes).
   int max_entries_in_flight = 64;
