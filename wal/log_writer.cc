@@ -207,6 +207,12 @@ void LogWriter::RunDeliveries(std::deque<Delivery> run, const std::function<void
   delivering_ = false;
 }
 
+void LogWriter::TakeRunLocked(std::deque<Delivery>* run, std::function<void()>* run_end) {
+  run->swap(deliveries_);
+  delivering_ = true;
+  *run_end = run_end_hook_;
+}
+
 void LogWriter::DeliverInline() {
   for (;;) {
     std::deque<Delivery> run;
@@ -216,9 +222,7 @@ void LogWriter::DeliverInline() {
       // Someone else is delivering: it (or the delivery thread) takes these
       // after its run, keeping the order.
       if (delivering_ || deliveries_.empty()) return;
-      run.swap(deliveries_);
-      delivering_ = true;
-      run_end = run_end_hook_;
+      TakeRunLocked(&run, &run_end);
     }
     RunDeliveries(std::move(run), run_end);
   }
@@ -235,9 +239,7 @@ void LogWriter::DeliveryLoop() {
       };
       mu_.Await(absl::Condition(&ready));
       if (deliveries_.empty()) return;  // stopping, and everything delivered
-      run.swap(deliveries_);
-      delivering_ = true;
-      run_end = run_end_hook_;
+      TakeRunLocked(&run, &run_end);
     }
     RunDeliveries(std::move(run), run_end);
   }

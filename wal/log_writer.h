@@ -165,6 +165,9 @@ class LogWriter {
   // Runs the queued deliveries on the calling thread unless a run is being
   // delivered already.
   void DeliverInline() ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes every queued delivery as the next run (and the hook to end it).
+  void TakeRunLocked(std::deque<Delivery>* run, std::function<void()>* run_end)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunDeliveries(std::deque<Delivery> run, const std::function<void()>& run_end)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Fails every record not yet acknowledged (in seqno order) and every

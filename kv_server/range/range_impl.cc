@@ -323,7 +323,7 @@ void RangeImpl::ApplyAcknowledged() {
   }
   {
     absl::MutexLock l(&mu_);
-    if (failed_) return;  // answered by Fail (e.g. destroyed meanwhile)
+    if (failed_) return;  // answered by Fail
     for (const auto& [write, seqno] : run) {
       pending_.pop_front();
       for (const range::v1::Mutation& m : write->effect.mutations()) {
