@@ -2,9 +2,12 @@
 // bookies on loopback, and prints entries/s, MB/s and add latency next to
 // the raw disk's limits measured in the same run (docs/performance.md).
 //
-//   ledger-bench [--dir DIR] [--seconds S] [--quick] [--filter SUBSTR]
-//                [--rpcs-in-flight N]
+//   ledger-bench [--dir DIR] [--seconds S] [--repeat N] [--quick]
+//                [--filter SUBSTR] [--rpcs-in-flight N]
 //
+// --repeat N (default 3; 1 with --quick) measures the whole matrix N times,
+// probing the disk again before each pass, and ends with the median of each
+// row and of the disk figures, and the range of the per-pass ratios.
 // --filter runs only the rows whose "config/entry/in-flight" name contains
 // SUBSTR (e.g. "E1,Qw1,Qa1/100/64"), for profiling one of them.
 // --rpcs-in-flight sets ClientOptions.max_rpcs_in_flight_per_bookie.
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -155,10 +159,91 @@ absl::StatusOr<Cluster> StartCluster(const std::string& dir, int bookies,
   return c;
 }
 
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+struct Config {
+  const char* name;
+  int bookies, e, qw, qa;
+};
+
+// One row of the matrix, measured once.
+struct Row {
+  const Config* config = nullptr;
+  size_t entry_size = 0;
+  int in_flight = 0;
+  Result result;
+  double entries_per_sync = 0;
+};
+
+// The target column of a row against `disk` (empty for rows without one).
+std::string TargetColumn(const Row& row, double entries_per_sec, double mb_per_sec,
+                         const DiskLimits& disk) {
+  if (row.in_flight != 64) return "";
+  if (row.entry_size == 100) {
+    return absl::StrFormat("   %.1fx disk fdatasync/s", entries_per_sec / disk.fdatasyncs_per_sec);
+  }
+  return absl::StrFormat("   %.0f%% of disk seq write", 100 * mb_per_sec / disk.seq_write_mb_per_sec);
+}
+
+void PrintHeader() {
+  std::printf("%-14s %8s %9s %12s %9s %10s %10s %9s\n", "config", "entry", "in-flight",
+              "entries/s", "MB/s", "p50 us", "p99 us", "ent/sync");
+}
+
+void PrintRow(const Row& row, const DiskLimits& disk) {
+  const Result& r = row.result;
+  std::printf("%-14s %8zu %9d %12.0f %9.1f %10.0f %10.0f %9.1f%s\n", row.config->name,
+              row.entry_size, row.in_flight, r.entries_per_sec, r.mb_per_sec, r.p50_us, r.p99_us,
+              row.entries_per_sync,
+              TargetColumn(row, r.entries_per_sec, r.mb_per_sec, disk).c_str());
+  std::fflush(stdout);
+}
+
+// Measures one row on a fresh cluster in `run_dir` (removed afterwards).
+absl::StatusOr<Row> MeasureRow(const Config& cfg, size_t size, int in_flight,
+                               absl::Duration seconds, const std::string& run_dir,
+                               const ledger::ClientOptions& client_options) {
+  Row row{&cfg, size, in_flight, {}, 0};
+  auto cluster = StartCluster(run_dir, cfg.bookies, client_options);
+  if (!cluster.ok()) return cluster.status();
+  ledger::CreateOptions lo;
+  lo.ensemble_size = cfg.e;
+  lo.write_quorum = cfg.qw;
+  lo.ack_quorum = cfg.qa;
+  auto writer = cluster->client->CreateLedger(lo);
+  if (!writer.ok()) return writer.status();
+  std::vector<std::pair<uint64_t, uint64_t>> before;
+  for (const auto& b : cluster->bookies) before.push_back(SyncsAndEntries(b->address()));
+  auto r = RunOne(**writer, size, in_flight, seconds);
+  if (!r.ok()) return r.status();
+  row.result = *r;
+  // Entries each bookie fdatasync made durable (group commit), over all bookies.
+  uint64_t syncs = 0, entries = 0;
+  for (size_t b = 0; b < cluster->bookies.size(); ++b) {
+    auto after = SyncsAndEntries(cluster->bookies[b]->address());
+    syncs += after.first - before[b].first;
+    entries += after.second - before[b].second;
+  }
+  row.entries_per_sync = syncs > 0 ? static_cast<double>(entries) / syncs : 0.0;
+  writer->reset();
+  cluster->client.reset();
+  cluster->bookies.clear();
+  cluster->store.reset();
+  std::filesystem::remove_all(run_dir);
+  return row;
+}
+
 int Main(int argc, char** argv) {
   std::string dir = "/tmp/ledgerkv-bench";
   absl::Duration seconds = absl::Seconds(3);
   std::string filter;
+  int repeat = 3;
+  bool repeat_given = false;
   ledger::ClientOptions client_options;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -170,85 +255,115 @@ int Main(int argc, char** argv) {
       client_options.max_rpcs_in_flight_per_bookie = std::atoi(argv[++i]);
     } else if (a == "--filter" && i + 1 < argc) {
       filter = argv[++i];
+    } else if (a == "--repeat" && i + 1 < argc) {
+      repeat = std::atoi(argv[++i]);
+      repeat_given = true;
     } else if (a == "--quick") {
       seconds = absl::Milliseconds(500);
     } else {
-      std::fprintf(stderr, "usage: ledger-bench [--dir DIR] [--seconds S] [--quick] [--filter SUBSTR] "
-                   "[--rpcs-in-flight N]\n");
+      std::fprintf(stderr,
+                   "usage: ledger-bench [--dir DIR] [--seconds S] [--repeat N] [--quick] "
+                   "[--filter SUBSTR] [--rpcs-in-flight N]\n");
       return 2;
     }
+  }
+  if (!repeat_given && seconds < absl::Seconds(1)) repeat = 1;  // --quick: one pass
+  if (repeat < 1) {
+    std::fprintf(stderr, "--repeat must be at least 1\n");
+    return 2;
   }
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
 
-  auto disk = MeasureDisk(dir, seconds);
-  if (!disk.ok()) {
-    std::fprintf(stderr, "disk probe: %s\n", disk.status().ToString().c_str());
-    return 1;
-  }
-  std::printf("disk: %.0f fdatasync/s, %.0f MB/s sequential write\n", disk->fdatasyncs_per_sec,
-              disk->seq_write_mb_per_sec);
-  std::printf("%-14s %8s %9s %12s %9s %10s %10s %9s\n", "config", "entry", "in-flight",
-              "entries/s", "MB/s", "p50 us", "p99 us", "ent/sync");
-
-  struct Config {
-    const char* name;
-    int bookies, e, qw, qa;
-  };
-  const Config configs[] = {{"E1,Qw1,Qa1", 1, 1, 1, 1}, {"E3,Qw3,Qa2", 3, 3, 3, 2}};
+  static const Config kConfigs[] = {{"E1,Qw1,Qa1", 1, 1, 1, 1}, {"E3,Qw3,Qa2", 3, 3, 3, 2}};
+  // rows[k] holds every measurement of row k, one per pass.
+  std::vector<std::vector<Row>> rows;
+  std::vector<DiskLimits> disks;
   int run = 0;
-  for (const Config& cfg : configs) {
-    for (size_t size : {size_t{100}, size_t{65536}}) {
-      for (int in_flight : {1, 64}) {
-        if (absl::StrCat(cfg.name, "/", size, "/", in_flight).find(filter) == std::string::npos) {
-          continue;
+  for (int pass = 0; pass < repeat; ++pass) {
+    // The disk is probed at the start of every pass: its fdatasync rate on
+    // this kind of VM moves a lot from one minute to the next
+    // (docs/performance.md), so one probe for the whole run would make
+    // every ratio depend on one sample of it.
+    auto disk = MeasureDisk(dir, seconds);
+    if (!disk.ok()) {
+      std::fprintf(stderr, "disk probe: %s\n", disk.status().ToString().c_str());
+      return 1;
+    }
+    disks.push_back(*disk);
+    if (repeat > 1) std::printf("pass %d of %d\n", pass + 1, repeat);
+    std::printf("disk: %.0f fdatasync/s, %.0f MB/s sequential write\n", disk->fdatasyncs_per_sec,
+                disk->seq_write_mb_per_sec);
+    PrintHeader();
+    size_t k = 0;
+    for (const Config& cfg : kConfigs) {
+      for (size_t size : {size_t{100}, size_t{65536}}) {
+        for (int in_flight : {1, 64}) {
+          if (absl::StrCat(cfg.name, "/", size, "/", in_flight).find(filter) == std::string::npos) {
+            continue;
+          }
+          auto row = MeasureRow(cfg, size, in_flight, seconds, absl::StrCat(dir, "/run", run++),
+                                client_options);
+          if (!row.ok()) {
+            std::fprintf(stderr, "%s/%zu/%d: %s\n", cfg.name, size, in_flight,
+                         row.status().ToString().c_str());
+            return 1;
+          }
+          PrintRow(*row, *disk);
+          if (rows.size() <= k) rows.emplace_back();
+          rows[k++].push_back(*row);
         }
-        std::string run_dir = absl::StrCat(dir, "/run", run++);
-        auto cluster = StartCluster(run_dir, cfg.bookies, client_options);
-        if (!cluster.ok()) {
-          std::fprintf(stderr, "start: %s\n", cluster.status().ToString().c_str());
-          return 1;
-        }
-        ledger::CreateOptions lo;
-        lo.ensemble_size = cfg.e;
-        lo.write_quorum = cfg.qw;
-        lo.ack_quorum = cfg.qa;
-        auto writer = cluster->client->CreateLedger(lo);
-        if (!writer.ok()) {
-          std::fprintf(stderr, "create: %s\n", writer.status().ToString().c_str());
-          return 1;
-        }
-        std::vector<std::pair<uint64_t, uint64_t>> before;
-        for (const auto& b : cluster->bookies) before.push_back(SyncsAndEntries(b->address()));
-        auto r = RunOne(**writer, size, in_flight, seconds);
-        if (!r.ok()) {
-          std::fprintf(stderr, "run: %s\n", r.status().ToString().c_str());
-          return 1;
-        }
-        // Entries each bookie fdatasync made durable (group commit), over all bookies.
-        uint64_t syncs = 0, entries = 0;
-        for (size_t b = 0; b < cluster->bookies.size(); ++b) {
-          auto after = SyncsAndEntries(cluster->bookies[b]->address());
-          syncs += after.first - before[b].first;
-          entries += after.second - before[b].second;
-        }
-        std::printf("%-14s %8zu %9d %12.0f %9.1f %10.0f %10.0f %9.1f", cfg.name, size, in_flight,
-                    r->entries_per_sec, r->mb_per_sec, r->p50_us, r->p99_us,
-                    syncs > 0 ? static_cast<double>(entries) / syncs : 0.0);
-        if (size == 100 && in_flight == 64) {
-          std::printf("   %.1fx disk fdatasync/s", r->entries_per_sec / disk->fdatasyncs_per_sec);
-        } else if (size == 65536 && in_flight == 64) {
-          std::printf("   %.0f%% of disk seq write", 100 * r->mb_per_sec / disk->seq_write_mb_per_sec);
-        }
-        std::printf("\n");
-        std::fflush(stdout);
-        writer->reset();
-        cluster->client.reset();
-        cluster->bookies.clear();
-        cluster->store.reset();
-        std::filesystem::remove_all(run_dir);
       }
     }
+  }
+  if (repeat == 1) return 0;
+
+  // The summary: medians over the passes, each ratio between the median
+  // rate and the median disk figure, and the range of the per-pass ratios.
+  std::vector<double> syncs_per_sec, seq_mb;
+  for (const DiskLimits& d : disks) {
+    syncs_per_sec.push_back(d.fdatasyncs_per_sec);
+    seq_mb.push_back(d.seq_write_mb_per_sec);
+  }
+  DiskLimits median_disk;
+  median_disk.fdatasyncs_per_sec = Median(syncs_per_sec);
+  median_disk.seq_write_mb_per_sec = Median(seq_mb);
+  std::printf("\nmedian of %d passes\n", repeat);
+  std::printf("disk: %.0f fdatasync/s (passes: %.0f-%.0f), %.0f MB/s sequential write\n",
+              median_disk.fdatasyncs_per_sec,
+              *std::min_element(syncs_per_sec.begin(), syncs_per_sec.end()),
+              *std::max_element(syncs_per_sec.begin(), syncs_per_sec.end()),
+              median_disk.seq_write_mb_per_sec);
+  PrintHeader();
+  for (const std::vector<Row>& measured : rows) {
+    std::vector<double> eps, mbps, p50, p99, eps_sync, ratios;
+    for (size_t pass = 0; pass < measured.size(); ++pass) {
+      const Result& r = measured[pass].result;
+      eps.push_back(r.entries_per_sec);
+      mbps.push_back(r.mb_per_sec);
+      p50.push_back(r.p50_us);
+      p99.push_back(r.p99_us);
+      eps_sync.push_back(measured[pass].entries_per_sync);
+      ratios.push_back(measured[pass].entry_size == 100 ? r.entries_per_sec / disks[pass].fdatasyncs_per_sec
+                                                        : r.mb_per_sec / disks[pass].seq_write_mb_per_sec);
+    }
+    Result median{Median(eps), Median(mbps), Median(p50), Median(p99)};
+    std::string range;
+    if (measured.front().in_flight == 64) {
+      const double lo = *std::min_element(ratios.begin(), ratios.end());
+      const double hi = *std::max_element(ratios.begin(), ratios.end());
+      range = measured.front().entry_size == 100
+                  ? absl::StrFormat(" (passes: %.1fx-%.1fx)", lo, hi)
+                  : absl::StrFormat(" (passes: %.0f%%-%.0f%%)", 100 * lo, 100 * hi);
+    }
+    std::printf("%-14s %8zu %9d %12.0f %9.1f %10.0f %10.0f %9.1f%s%s\n",
+                measured.front().config->name, measured.front().entry_size,
+                measured.front().in_flight, median.entries_per_sec, median.mb_per_sec,
+                median.p50_us, median.p99_us, Median(eps_sync),
+                TargetColumn(measured.front(), median.entries_per_sec, median.mb_per_sec,
+                             median_disk)
+                    .c_str(),
+                range.c_str());
   }
   return 0;
 }
