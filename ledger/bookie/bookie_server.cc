@@ -9,6 +9,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "base/file.h"
 #include "base/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "ledger/bookie/bookie_service.h"
@@ -24,6 +26,14 @@ constexpr absl::Duration kSessionTtl = absl::Seconds(10);
 constexpr int kMaxReceiveMessageBytes = static_cast<int>(kMaxPayloadSize) + (16 << 20);
 
 namespace meta = ::ledgerkv::meta::v1;
+
+// In the data dir: the cluster and bookie id whose cookie this data was
+// registered under (docs/bookie-format.md, "Registration file").
+constexpr char kRegistrationFile[] = "REGISTERED";
+
+std::string RegistrationText(const std::string& cluster, const std::string& bookie_id) {
+  return absl::StrCat("cluster ", cluster, "\nbookie_id ", bookie_id, "\n");
+}
 
 }  // namespace
 
@@ -110,6 +120,30 @@ absl::Status BookieServer::CheckCookie() {
   cookie.set_bookie_id(bookie_id_);
   cookie.set_address(address_);
   cookie.set_instance_id(instance_id_);
+  // A data dir registered once must find its cookie again. Without this
+  // check a bookie restarted under another --cluster, or against another
+  // (empty) metadata store, would write a fresh cookie there, find none of
+  // its ledgers in that store's listing, and garbage-collect all of them.
+  Env* env = options_.env != nullptr ? options_.env : Env::Default();
+  const std::string registration_path = absl::StrCat(options_.data_dir, "/", kRegistrationFile);
+  const std::string registration = RegistrationText(options_.cluster, bookie_id_);
+  const bool registered = env->FileExists(registration_path);
+  if (registered) {
+    ASSIGN_OR_RETURN(std::string recorded, ReadFileToString(env, registration_path));
+    if (recorded != registration) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "bookie data dir ", options_.data_dir, " was registered as \"",
+          absl::StrReplaceAll(recorded, {{"\n", "; "}}), "\" but this bookie starts as \"",
+          absl::StrReplaceAll(registration, {{"\n", "; "}}),
+          "\". Start it with the cluster name and bookie id (--cluster, --bookie-id or "
+          "--listen address) it was registered with; under another name it would find none of "
+          "its ledgers in the metadata and garbage-collect them"));
+    }
+  }
+  auto remember = [&]() -> absl::Status {
+    if (registered) return absl::OkStatus();
+    return WriteFileAtomically(env, registration_path, registration);
+  };
   for (int attempt = 0; attempt < 2; ++attempt) {
     absl::StatusOr<metadata::VersionedValue> got = options_.metadata->Get(key);
     if (got.ok()) {
@@ -125,12 +159,20 @@ absl::Status BookieServer::CheckCookie() {
             "bookie must not rejoin under the same id without its data (remove the cookie only "
             "after its ledgers were re-replicated)"));
       }
-      return absl::OkStatus();
+      return remember();
     }
     if (!absl::IsNotFound(got.status())) return got.status();
+    if (registered) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "bookie ", bookie_id_, ": data dir ", options_.data_dir, " was registered in cluster \"",
+          options_.cluster, "\" but the metadata store has no cookie ", key,
+          " for it. Is this the metadata store (etcd endpoints) it was registered with? Starting "
+          "here would garbage-collect every ledger it holds. If its data is to be discarded, "
+          "wipe the data dir first"));
+    }
     absl::StatusOr<metadata::Version> put =
         options_.metadata->Put(key, cookie.SerializeAsString(), metadata::kMustNotExist);
-    if (put.ok()) return absl::OkStatus();
+    if (put.ok()) return remember();
     // ABORTED: someone wrote the cookie meanwhile; read and compare it.
     if (!absl::IsAborted(put.status())) return put.status();
   }

@@ -163,6 +163,44 @@ TEST_F(BookieServerTest, WipedDataDirIsRefusedByTheCookie) {
   EXPECT_NE(again.status().message().find("wiped"), std::string::npos) << again.status();
 }
 
+// A data dir remembers where it was registered. Restarted under another
+// cluster name, or against a metadata store that never saw it, the bookie
+// would find none of its ledgers listed and garbage-collect them all: it
+// must refuse to start instead, and its data must still be there when it
+// is started the right way again.
+TEST_F(BookieServerTest, DataDirRefusesAnotherClusterOrMetadataStoreInsteadOfCollectingIt) {
+  auto server = Start(Options());
+  AddEntry(*server, 7, 0);
+  ASSERT_TRUE(store_->Put(keys_.Ledger(7), "meta", metadata::kMustNotExist).ok());
+  server.reset();
+
+  BookieOptions other_cluster = Options();
+  other_cluster.cluster = "another";
+  auto refused = BookieServer::Start(other_cluster);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("garbage-collect"), std::string::npos)
+      << refused.status();
+
+  auto empty = metadata::EmbeddedStore::Open(NewTempDir("other-meta"));
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  BookieOptions other_store = Options();
+  other_store.metadata = empty->get();
+  refused = BookieServer::Start(other_store);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("no cookie"), std::string::npos) << refused.status();
+  // Neither attempt left a cookie behind in the wrong place.
+  EXPECT_TRUE(absl::IsNotFound((*empty)->Get(keys_.Cookie("bookie-1")).status()));
+  EXPECT_TRUE(absl::IsNotFound(
+      store_->Get(metadata::Keys("another").Cookie("bookie-1")).status()));
+
+  server = Start(Options());
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(server->RunGcOnce().ok());
+  EXPECT_EQ(ReadCode(*server, 7), v1::OK);
+}
+
 TEST_F(BookieServerTest, GcDeletesOnlyLedgersWithoutMetadata) {
   auto server = Start(Options());
   for (uint64_t l : {1, 2, 3}) AddEntry(*server, l, 0);
