@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "base/fault_point.h"
 #include "gtest/gtest.h"
 #include "ledger/entry_format.h"
@@ -368,6 +369,51 @@ TEST(LedgerRecoveryTest, L9_ConcurrentRecoverersAgreeOnLastEntry) {
     EXPECT_GE(results[0].value()->last_readable(), MaxOf(acked));
     ExpectReadable(*results[1].value(), 0, results[1].value()->last_readable());
   }
+}
+
+// The two recoverers above usually run one after the other (the second
+// finds the ledger CLOSED). Here they overlap for certain: A is held just
+// before its closing CAS until B has recovered and closed the ledger; A's
+// CAS then loses and A must adopt B's result rather than fail or differ.
+TEST(LedgerRecoveryTest, L9_RecovererWhoseCloseLosesAdoptsTheWinnersResult) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
+  const uint64_t id = writer->id();
+  for (const auto& r : AppendRange(*writer, 0, 19, 8)) LKV_ASSERT_OK(r);
+  writer.reset();  // writer crash
+
+  auto holding = std::make_shared<absl::Notification>();
+  auto release = std::make_shared<absl::Notification>();
+  auto hits = std::make_shared<std::atomic<int>>(0);
+  FaultPoints::Get().Arm("ledger.recovery.before_close",
+                         [id, holding, release, hits](std::string_view ledger) {
+                           if (ledger == std::to_string(id) && hits->fetch_add(1) == 0) {
+                             holding->Notify();  // the first recoverer (A) waits here
+                             release->WaitForNotification();
+                           }
+                           return false;
+                         });
+  absl::StatusOr<std::unique_ptr<LedgerReader>> a;
+  std::thread first([&] {
+    auto c = cluster->NewClient();
+    a = c.ok() ? (*c)->OpenLedger(id, OpenMode::kRecover)
+               : absl::StatusOr<std::unique_ptr<LedgerReader>>(c.status());
+  });
+  ASSERT_TRUE(holding->WaitForNotificationWithTimeout(absl::Seconds(10)));
+  LKV_ASSIGN_OR_FAIL(auto other, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto b, other->OpenLedger(id, OpenMode::kRecover));
+  EXPECT_EQ(b->metadata().state(), meta::v1::CLOSED);
+  EXPECT_EQ(hits->load(), 2) << "B must have run recovery itself, not found A's result";
+  release->Notify();
+  first.join();
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*a)->last_readable(), b->last_readable());
+  EXPECT_EQ((*a)->metadata().length(), b->metadata().length());
+  EXPECT_EQ((*a)->metadata().SerializeAsString(), b->metadata().SerializeAsString());
+  EXPECT_EQ(b->last_readable(), 19);
+  ExpectReadable(**a, 0, 19);
 }
 
 TEST(LedgerRecoveryTest, L2_RecoveryReplacesDeadBookieBeforeNamingItInMetadata) {

@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/fault_point.h"
 #include "ledger/entry_format.h"
 #include "ledger/replica_read.h"
 #include "ledger/rpc_gather.h"
@@ -472,6 +473,8 @@ absl::StatusOr<VersionedLedger> RecoverOnce(ClientCore& core, const VersionedLed
   closed.set_last_entry_id(last);
   closed.set_length(length);
 
+  // Only observed (tests hold one recoverer here while another finishes).
+  static_cast<void>(LEDGERKV_FAULT("ledger.recovery.before_close", std::to_string(md.id())));
   auto stored = StoreLedger(core, closed, loaded.version);
   if (stored.ok()) return VersionedLedger{std::move(closed), *stored};
   if (!absl::IsAborted(stored.status())) {

@@ -24,6 +24,11 @@
 //     -> start over.
 //
 // Blocking; never call from a gRPC callback.
+//
+// Fault point (base/fault_point.h), argument = the ledger id in decimal:
+//   ledger.recovery.before_close  hit before the closing CAS of step 5; a
+//                                 callback may block to hold the recoverer
+//                                 there (its return value is ignored).
 #pragma once
 
 #include <cstdint>
