@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -151,11 +152,23 @@ TEST(LedgerProcessTest, L2_BookieKill9MidStreamEnsembleChangeKeepsEveryAckedEntr
   ledger::LedgerWriter& w = **writer;
 
   AckLog log;
-  AppendWindowed(w, log, 0, 200, 16);
-  ASSERT_TRUE(log.error.ok()) << log.error;
-  std::string victim = w.metadata().segments(0).bookies(1);
+  const std::string victim = w.metadata().segments(0).bookies(1);
+  // The kill lands mid-stream: 16 appends are in flight when it happens,
+  // some of them on the victim, and must be resent to its replacement.
+  std::thread appender([&] { AppendWindowed(w, log, 0, 600, 16); });
+  {
+    absl::MutexLock l(&log.mu);
+    auto enough = [&] { return log.acked.size() >= 200 || !log.error.ok(); };
+    log.mu.Await(absl::Condition(&enough));
+  }
   cluster.Kill(victim);
-  AppendWindowed(w, log, 200, 400, 16);
+  size_t acked_at_kill;
+  {
+    absl::MutexLock l(&log.mu);
+    acked_at_kill = log.acked.size();
+  }
+  appender.join();
+  EXPECT_LT(acked_at_kill, 600u) << "the kill came after the stream had ended";
   ASSERT_TRUE(log.error.ok()) << "appends must continue after the ensemble change: " << log.error;
   ASSERT_EQ(log.acked.size(), 600u);
   ASSERT_TRUE(w.Close().ok());
