@@ -15,6 +15,7 @@
 #include "absl/synchronization/notification.h"
 #include "base/fault_point.h"
 #include "gtest/gtest.h"
+#include "ledger/bookie/bookie_server.h"
 #include "ledger/entry_format.h"
 #include "ledger/ledger_test_util.h"
 #include "proto/bookie.grpc.pb.h"
@@ -337,6 +338,65 @@ TEST(LedgerRecoveryTest, L8_BookieWhoseFenceWasLostIsFencedByRecoveryReads) {
   }
   EXPECT_TRUE(RawIsFenced(deaf_address, id)) << "recovery left bookie " << deaf << " unfenced";
   EXPECT_EQ(RawAddCode(deaf_address, id, 10), bookie::v1::FENCED);
+  ExpectReadable(*reader, 0, 9);
+}
+
+// A bookie that lost its data but answers at the registered id and address
+// (started without a metadata store, so no cookie stopped it) is an empty
+// replica, not an authority on absence: with Qw=Qa=2 its fence alone would
+// cover the write quorum and its "no such ledger" alone would call every
+// entry absent. Recovery sends the instance id recorded in the segment, the
+// impostor answers INSTANCE_MISMATCH, and recovery must stop without
+// closing anything.
+TEST(LedgerRecoveryTest, L8_ReplicaWithAnotherInstanceIdIsNeverCountedAsFencedOrEmpty) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(1)));
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 2)));
+  const uint64_t id = writer->id();
+  for (const auto& r : AppendRange(*writer, 0, 9, 4)) LKV_ASSERT_OK(r);
+  writer.reset();  // writer crash
+
+  const int healthy = 0, wiped = 1;
+  const std::string wiped_id = cluster->bookie_id(wiped);
+  const std::string wiped_address = cluster->address(wiped);
+  cluster->StopBookie(healthy);
+  cluster->StopBookie(wiped);
+  bookie::BookieOptions impostor_options;
+  impostor_options.data_dir = cluster->data_dir(wiped) + "-wiped";
+  impostor_options.listen = wiped_address;
+  impostor_options.bookie_id = wiped_id;
+  std::unique_ptr<bookie::BookieServer> impostor;
+  for (int attempt = 0; attempt < 50 && impostor == nullptr; ++attempt) {
+    auto started = bookie::BookieServer::Start(impostor_options);
+    if (started.ok()) {
+      impostor = *std::move(started);
+    } else {
+      absl::SleepFor(absl::Milliseconds(50));  // the port may linger
+    }
+  }
+  ASSERT_NE(impostor, nullptr);
+  // Registered under the old id at the old address, as after a restart.
+  const metadata::Keys keys(impostor_options.cluster);
+  meta::v1::BookieRegistration reg;
+  reg.set_bookie_id(wiped_id);
+  reg.set_address(wiped_address);
+  reg.set_instance_id(impostor->instance_id());
+  ASSERT_TRUE(cluster->store()->Put(keys.Bookie(wiped_id), reg.SerializeAsString(),
+                                    metadata::kAnyVersion).ok());
+
+  LKV_ASSIGN_OR_FAIL(auto recoverer, cluster->NewClient(absl::Seconds(1)));
+  auto failed = recoverer->OpenLedger(id, OpenMode::kRecover);
+  EXPECT_TRUE(absl::IsUnavailable(failed.status())) << failed.status();
+  LKV_ASSIGN_OR_FAIL(auto md, recoverer->GetLedgerMetadata(id));
+  EXPECT_EQ(md.state(), meta::v1::IN_RECOVERY) << "recovery closed the ledger on an empty replica";
+
+  // The real bookies come back: nothing was lost.
+  impostor.reset();
+  ASSERT_TRUE(cluster->store()->Delete(keys.Bookie(wiped_id), metadata::kAnyVersion).ok());
+  LKV_ASSERT_OK(cluster->RestartBookie(healthy));
+  LKV_ASSERT_OK(cluster->RestartBookie(wiped));
+  LKV_ASSIGN_OR_FAIL(auto reader, recoverer->OpenLedger(id, OpenMode::kRecover));
+  EXPECT_EQ(reader->last_readable(), 9);
   ExpectReadable(*reader, 0, 9);
 }
 
