@@ -254,6 +254,9 @@ class BookieStorage {
   void ProcessBatch(std::vector<std::unique_ptr<WriteRequest>>& batch);
   // Writes and syncs the batch's items; false if it failed (read-only now).
   bool WriteBatchToJournal(std::vector<std::unique_ptr<WriteRequest>>& batch, bool force_sync);
+  // Writes a sync mark after the last synced batch if no request is
+  // waiting (the next batch would prove that sync just as well).
+  void MarkSyncedIfIdle();
   // After a batch's sync: publishes its entries (recent_) and ledger
   // states, and queues the index update.
   void PublishBatch(std::vector<std::unique_ptr<WriteRequest>>& batch, ApplyWork* work,
@@ -289,6 +292,9 @@ class BookieStorage {
   PreallocatedJournalFile* prealloc_ = nullptr;
   uint64_t journal_number_ = 0;
   std::string header_buf_;
+  // The journal ends with a synced batch that no sync mark or later batch
+  // follows yet (sync mode only).
+  bool unmarked_sync_ = false;
 
   // Serialises Checkpoint and CompactJournal/DeleteLedgers with each other.
   // Lock order: gc_mu_, checkpoint_mu_, apply_mu_, mu_.

@@ -132,6 +132,32 @@ absl::Status PreallocatedJournalFile::AppendV(absl::Span<const std::string_view>
   return absl::OkStatus();
 }
 
+absl::Status PreallocatedJournalFile::WriteAtEnd(std::string_view data) {
+  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat("write to closed ", path_));
+  uint64_t offset;
+  {
+    absl::MutexLock l(&mu_);
+    const uint64_t n = data.size();
+    auto clear = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !filling_ || fill_from_ >= size_ + n || fill_to_ <= size_;
+    };
+    mu_.Await(absl::Condition(&clear));
+    offset = size_;
+    reserved_ = std::max(reserved_, size_ + n);
+  }
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t w = ::pwrite(fd_, data.data() + done, data.size() - done,
+                               static_cast<off_t>(offset + done));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return Errno("write", path_, errno);
+    }
+    done += static_cast<size_t>(w);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PreallocatedJournalFile::Sync() {
   if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat("sync of closed ", path_));
   if (::fdatasync(fd_) != 0) return Errno("fdatasync", path_, errno);

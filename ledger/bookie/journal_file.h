@@ -66,6 +66,11 @@ class PreallocatedJournalFile final : public WritableFile {
   absl::Status Append(std::string_view data) override;
   absl::Status AppendV(absl::Span<const std::string_view> parts) override;
   absl::Status Sync() override;
+  // Writes `data` at Size() without making it part of the file: Size() does
+  // not move, the next AppendV overwrites it, Seal cuts it off. For the
+  // journal's sync mark (journal_format.h), which only matters while it is
+  // the last thing in the file. Same thread as AppendV.
+  absl::Status WriteAtEnd(std::string_view data);
   // Stops the filler; does not cut or sync. Idempotent.
   absl::Status Close() override;
   uint64_t Size() const override;

@@ -61,7 +61,8 @@ bool DecodeRecordHeader(const char* src, uint64_t file_number, uint64_t offset, 
   if (Get<uint32_t>(src) != Mask(HeaderCrc(src, file_number, offset))) return false;
   const uint8_t type = static_cast<uint8_t>(src[4]);
   if (type != static_cast<uint8_t>(RecordType::kEntry) &&
-      type != static_cast<uint8_t>(RecordType::kFence)) {
+      type != static_cast<uint8_t>(RecordType::kFence) &&
+      type != static_cast<uint8_t>(RecordType::kSyncMark)) {
     return false;
   }
   if (Get<uint16_t>(src + 6) != 0) return false;
@@ -75,7 +76,7 @@ bool DecodeRecordHeader(const char* src, uint64_t file_number, uint64_t offset, 
   out.lac = Get<int64_t>(src + 32);
   out.batch_offset = Get<uint64_t>(src + 40);
   if (out.payload_size > kMaxPayloadSize || out.batch_offset > offset) return false;
-  if (out.type == RecordType::kFence && out.payload_size != 0) return false;
+  if (out.type != RecordType::kEntry && out.payload_size != 0) return false;
   if (out.type == RecordType::kEntry && out.entry_id < 0) return false;
   *h = out;
   return true;

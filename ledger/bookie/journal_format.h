@@ -8,10 +8,10 @@
 //   offset size field
 //    0     4   header_crc: masked CRC32C of (fixed64 file_number,
 //              fixed64 record offset, header bytes [4, 48))
-//    4     1   type: 1 entry, 2 fence
+//    4     1   type: 1 entry, 2 fence, 3 sync mark
 //    5     1   flags: bit 0 recovery add, bit 1 compaction copy
 //    6     2   reserved, zero
-//    8     4   payload_size (0 for fences)
+//    8     4   payload_size (0 for fences and sync marks)
 //   12     4   entry_checksum (proto Entry.checksum; 0 for fences)
 //   16     8   ledger_id
 //   24     8   entry_id (-1 for fences)
@@ -37,7 +37,13 @@ inline constexpr size_t kRecordHeaderSize = 48;
 // Larger payloads are rejected on add (INVALID) and make a header invalid.
 inline constexpr uint32_t kMaxPayloadSize = 64u << 20;
 
-enum class RecordType : uint8_t { kEntry = 1, kFence = 2 };
+// kSyncMark: written (without a sync of its own) just past the end of the
+// journal after a batch's fdatasync returned, when no other batch follows at
+// once; the next batch overwrites it. Found on replay, it proves the batch
+// before it was synced, so a bad record in that batch is corruption, not a
+// torn tail (docs/bookie-format.md, "Sync marks"). It is a batch of its own
+// (batch_offset = its offset) and indexes nothing.
+enum class RecordType : uint8_t { kEntry = 1, kFence = 2, kSyncMark = 3 };
 
 inline constexpr uint8_t kFlagRecovery = 1;
 inline constexpr uint8_t kFlagCopy = 2;

@@ -56,6 +56,24 @@ TEST(JournalFormatTest, EveryFlippedHeaderByteIsDetected) {
   }
 }
 
+// A sync mark is a header with nothing after it; one claiming a payload is
+// not a valid record (a scanner would otherwise skip real records as its
+// payload).
+TEST(JournalFormatTest, SyncMarkHasNoPayload) {
+  RecordHeader mark;
+  mark.type = RecordType::kSyncMark;
+  mark.batch_offset = 148;
+  char buf[kRecordHeaderSize];
+  EncodeRecordHeader(mark, 3, 148, buf);
+  RecordHeader out;
+  ASSERT_TRUE(DecodeRecordHeader(buf, 3, 148, &out));
+  EXPECT_EQ(out.type, RecordType::kSyncMark);
+  EXPECT_EQ(out.payload_size, 0u);
+  mark.payload_size = 10;
+  EncodeRecordHeader(mark, 3, 148, buf);
+  EXPECT_FALSE(DecodeRecordHeader(buf, 3, 148, &out));
+}
+
 // A header copied elsewhere (say, inside a payload) does not verify there,
 // so scanning for records never mistakes stored bytes for records.
 TEST(JournalFormatTest, HeaderOnlyValidAtItsOwnPosition) {

@@ -61,7 +61,7 @@ absl::StatusOr<bool> LaterBatchExists(const RandomAccessFile* file, uint64_t fil
     for (uint64_t i = 0; i + kRecordHeaderSize <= got && i < kReadChunk; ++i) {
       const char* p = buf.data() + i;
       // Cheap filter before the CRC: a plausible type and zero reserved bytes.
-      if ((p[4] != 1 && p[4] != 2) || p[6] != 0 || p[7] != 0) continue;
+      if (p[4] < 1 || p[4] > 3 || p[6] != 0 || p[7] != 0) continue;
       RecordHeader h;
       const uint64_t at = chunk + i;
       if (!DecodeRecordHeader(p, file_number, at, &h)) continue;

@@ -168,6 +168,25 @@ TEST_F(StorageFaultTest, FlippedEntryByteReadsCorrupt) {
   }
 }
 
+// The last batch of the journal, synced and acknowledged, then a byte of it
+// rots and the bookie crashes. Without proof that the batch was synced it
+// would look like a torn write and be cut (the entry answering "no such
+// entry"); the sync mark written after it is that proof, so replay keeps
+// the record and reads answer CORRUPT (L10).
+TEST_F(StorageFaultTest, FlippedByteInTheLastSyncedBatchReadsCorruptNotAbsent) {
+  auto s = Open(Options());  // Close is a crash: replay starts before the batch
+  for (int64_t e = 0; e < 5; ++e) ASSERT_EQ(AddOne(*s, 1, e, e - 1), v1::OK);
+  s.reset();
+  const std::string path = JournalPath(dir_, 1);
+  const uint64_t size = FileSize(path);
+  FlipByte(path, RecordOffset(dir_, 1, 4) + kRecordHeaderSize + 3);
+  s = Open(Options());
+  EXPECT_EQ(ReadBack(*s, 1, 4), v1::CORRUPT);
+  for (int64_t e = 0; e < 4; ++e) EXPECT_EQ(ReadBack(*s, 1, e), v1::OK) << e;
+  EXPECT_EQ(s->GetStats().corrupt_records_at_startup, 1u);
+  EXPECT_EQ(FileSize(path), size) << "the journal was cut";
+}
+
 // A corrupt header in the middle of the journal (later batches follow) is
 // not a torn tail: replay must not skip it or cut the journal there.
 TEST_F(StorageFaultTest, CorruptHeaderInJournalMiddleIsReported) {
