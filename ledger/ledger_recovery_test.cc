@@ -16,9 +16,7 @@
 #include "base/fault_point.h"
 #include "gtest/gtest.h"
 #include "ledger/bookie/bookie_server.h"
-#include "ledger/entry_format.h"
 #include "ledger/ledger_test_util.h"
-#include "proto/bookie.grpc.pb.h"
 #include "proto/metadata.pb.h"
 
 namespace ledgerkv::ledger {
@@ -270,75 +268,6 @@ TEST(LedgerRecoveryTest, L8_WithoutEnoughFenceRepliesRecoveryFailsAndTruncatesNo
   LKV_ASSIGN_OR_FAIL(auto reader, recoverer->OpenLedger(id, OpenMode::kRecover));
   EXPECT_EQ(reader->last_readable(), 29);
   ExpectReadable(*reader, 0, 29);
-}
-
-// Whether bookie `address` says ledger `ledger_id` is fenced (an unfenced
-// ReadLac).
-bool RawIsFenced(const std::string& address, uint64_t ledger_id) {
-  auto stub = bookie::v1::Bookie::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-  bookie::v1::ReadLacRequest request;
-  request.set_ledger_id(ledger_id);
-  request.set_wait_if_lac_at_most(-2);
-  bookie::v1::ReadLacResponse response;
-  return stub->ReadLac(&ctx, request, &response).ok() && response.fenced();
-}
-
-// A normal (not recovery) add of `entry_id` sent straight to a bookie, as a
-// deposed writer would send it; returns the bookie's answer for it.
-bookie::v1::Code RawAddCode(const std::string& address, uint64_t ledger_id, int64_t entry_id) {
-  auto stub = bookie::v1::Bookie::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-  bookie::v1::AddRequest request;
-  *request.add_entries() = MakeEntry(ledger_id, entry_id, entry_id - 1, 1000, "late");
-  bookie::v1::AddResponse response;
-  if (!stub->Add(&ctx, request, &response).ok() || response.results_size() != 1) {
-    return bookie::v1::IO_ERROR;
-  }
-  return response.results(0).code();
-}
-
-// E=Qw=3, Qa=2: the fence request to one bookie is lost, and two fence
-// replies are enough for step 2. That bookie is then fenced by the fenced
-// forward reads of step 3 (the fence flag goes to every bookie not yet
-// confirmed). Otherwise it would go on accepting the old writer's adds:
-// with Qa=2 one such add plus one from a slow replica could be acknowledged
-// after recovery had called the entry absent.
-TEST(LedgerRecoveryTest, L8_BookieWhoseFenceWasLostIsFencedByRecoveryReads) {
-  ScopedFaultPoints faults;
-  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
-  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(1)));
-  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
-  const uint64_t id = writer->id();
-  for (const auto& r : AppendRange(*writer, 0, 9, 4)) LKV_ASSERT_OK(r);
-  const meta::v1::Segment segment = writer->metadata().segments(0);
-  writer.reset();  // writer crash
-
-  const std::string deaf = segment.bookies(2);
-  const std::string deaf_address = cluster->address(cluster->IndexOf(deaf));
-  // Counts the fence requests reaching the deaf bookie; drops the first.
-  auto fences = std::make_shared<std::atomic<int>>(0);
-  FaultPoints::Get().Arm("bookie.fence.drop_request", [deaf, fences](std::string_view bookie) {
-    return bookie == deaf && fences->fetch_add(1) == 0;
-  });
-  LKV_ASSIGN_OR_FAIL(auto recoverer, cluster->NewClient(absl::Seconds(1)));
-  LKV_ASSIGN_OR_FAIL(auto reader, recoverer->OpenLedger(id, OpenMode::kRecover));
-  EXPECT_GE(fences->load(), 1) << "the fault never fired: the test proves nothing";
-  EXPECT_EQ(reader->last_readable(), 9);
-
-  // Recovery needed only two bookies' answers; the deaf one's fenced read
-  // may still be on its way when OpenLedger returns.
-  const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  while (!RawIsFenced(deaf_address, id) && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  EXPECT_TRUE(RawIsFenced(deaf_address, id)) << "recovery left bookie " << deaf << " unfenced";
-  EXPECT_EQ(RawAddCode(deaf_address, id, 10), bookie::v1::FENCED);
-  ExpectReadable(*reader, 0, 9);
 }
 
 // A bookie that lost its data but answers at the registered id and address
