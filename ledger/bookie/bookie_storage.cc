@@ -292,9 +292,21 @@ absl::Status BookieStorage::ReplayFile(uint64_t number, uint64_t start, bool las
     }
     ++pending;
   };
+  bool after_mark = false;
   while (true) {
     ASSIGN_OR_RETURN(JournalScanner::Result r, scanner.Next());
     if (r == JournalScanner::Result::kEnd) break;
+    // A batch written over a sync mark starts where the mark was. A record
+    // right after a mark that continues an earlier batch is the rest of a
+    // torn batch whose first sector kept the old mark (a power loss): the
+    // mark proves nothing about it, and it is cut like any torn record.
+    const bool continues_batch = after_mark && r == JournalScanner::Result::kRecord &&
+                                 scanner.header().batch_offset != scanner.record_offset();
+    if (r == JournalScanner::Result::kRecord && continues_batch) {
+      r = JournalScanner::Result::kBadHeader;
+    }
+    after_mark = r == JournalScanner::Result::kRecord &&
+                 scanner.header().type == RecordType::kSyncMark;
     if (r == JournalScanner::Result::kRecord) {
       apply();
     } else {

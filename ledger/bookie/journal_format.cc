@@ -77,6 +77,11 @@ bool DecodeRecordHeader(const char* src, uint64_t file_number, uint64_t offset, 
   out.batch_offset = Get<uint64_t>(src + 40);
   if (out.payload_size > kMaxPayloadSize || out.batch_offset > offset) return false;
   if (out.type != RecordType::kEntry && out.payload_size != 0) return false;
+  // A sync mark is a batch of its own and names nothing.
+  if (out.type == RecordType::kSyncMark &&
+      (out.batch_offset != offset || out.ledger_id != 0 || out.flags != 0)) {
+    return false;
+  }
   if (out.type == RecordType::kEntry && out.entry_id < 0) return false;
   *h = out;
   return true;

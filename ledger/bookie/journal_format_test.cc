@@ -56,12 +56,13 @@ TEST(JournalFormatTest, EveryFlippedHeaderByteIsDetected) {
   }
 }
 
-// A sync mark is a header with nothing after it; one claiming a payload is
-// not a valid record (a scanner would otherwise skip real records as its
-// payload).
-TEST(JournalFormatTest, SyncMarkHasNoPayload) {
+// A sync mark is a header-only batch of its own that names nothing; any
+// other shape is not a valid record (with a payload, a scanner would skip
+// real records as its payload).
+TEST(JournalFormatTest, SyncMarkIsAHeaderOnlyBatchOfItsOwn) {
   RecordHeader mark;
   mark.type = RecordType::kSyncMark;
+  mark.ledger_id = 0;
   mark.batch_offset = 148;
   char buf[kRecordHeaderSize];
   EncodeRecordHeader(mark, 3, 148, buf);
@@ -69,9 +70,15 @@ TEST(JournalFormatTest, SyncMarkHasNoPayload) {
   ASSERT_TRUE(DecodeRecordHeader(buf, 3, 148, &out));
   EXPECT_EQ(out.type, RecordType::kSyncMark);
   EXPECT_EQ(out.payload_size, 0u);
-  mark.payload_size = 10;
-  EncodeRecordHeader(mark, 3, 148, buf);
-  EXPECT_FALSE(DecodeRecordHeader(buf, 3, 148, &out));
+  for (int variant = 0; variant < 4; ++variant) {
+    RecordHeader bad = mark;
+    if (variant == 0) bad.payload_size = 10;
+    if (variant == 1) bad.batch_offset = 100;  // continuing an earlier batch
+    if (variant == 2) bad.ledger_id = 7;
+    if (variant == 3) bad.flags = kFlagRecovery;
+    EncodeRecordHeader(bad, 3, 148, buf);
+    EXPECT_FALSE(DecodeRecordHeader(buf, 3, 148, &out)) << "variant " << variant;
+  }
 }
 
 // A header copied elsewhere (say, inside a payload) does not verify there,

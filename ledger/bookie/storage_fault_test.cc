@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "base/entry_checksum.h"
 #include "base/fault_env.h"
 #include "gtest/gtest.h"
 #include "ledger/bookie/bookie_storage.h"
@@ -185,6 +186,49 @@ TEST_F(StorageFaultTest, FlippedByteInTheLastSyncedBatchReadsCorruptNotAbsent) {
   for (int64_t e = 0; e < 4; ++e) EXPECT_EQ(ReadBack(*s, 1, e), v1::OK) << e;
   EXPECT_EQ(s->GetStats().corrupt_records_at_startup, 1u);
   EXPECT_EQ(FileSize(path), size) << "the journal was cut";
+}
+
+// A power loss while a batch was being written over a sync mark can leave
+// the mark's sector as it was and a later sector of the batch on disk: a
+// valid record that continues a batch whose start is missing. The mark must
+// not vouch for it: replay cuts there, and the unsynced entry is absent.
+TEST_F(StorageFaultTest, RecordContinuingATornBatchAfterASyncMarkIsCut) {
+  auto s = Open(Options());
+  for (int64_t e = 0; e < 5; ++e) ASSERT_EQ(AddOne(*s, 1, e, e - 1), v1::OK);
+  s.reset();  // a crash: the mark stays after the last batch
+  const std::string path = JournalPath(dir_, 1);
+  uint64_t mark = 0;
+  {
+    auto file = Env::Default()->NewRandomAccessFile(path);
+    ASSERT_TRUE(file.ok());
+    JournalScanner scanner(file->get(), 1, FileSize(path), 0);
+    for (;;) {
+      auto r = scanner.Next();
+      ASSERT_TRUE(r.ok());
+      if (*r != JournalScanner::Result::kRecord) break;
+      if (scanner.header().type == RecordType::kSyncMark) mark = scanner.record_offset();
+    }
+  }
+  ASSERT_GT(mark, 0u) << "no sync mark after the last batch";
+  // The torn batch started at the mark (its first record is lost); its
+  // second record, entry 6, reached the disk right after the mark.
+  const std::string payload = "unsynced";
+  RecordHeader h;
+  h.ledger_id = 1;
+  h.entry_id = 6;
+  h.lac = 5;
+  h.payload_size = static_cast<uint32_t>(payload.size());
+  h.entry_checksum = EntryChecksum(1, 6, 5, payload);
+  h.batch_offset = mark;
+  char header[kRecordHeaderSize];
+  EncodeRecordHeader(h, 1, mark + kRecordHeaderSize, header);
+  testing::WriteBytesAt(path, mark + kRecordHeaderSize, std::string(header, sizeof(header)) + payload);
+
+  s = Open(Options());
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(ReadBack(*s, 1, 6), v1::NO_SUCH_ENTRY);
+  for (int64_t e = 0; e < 5; ++e) EXPECT_EQ(ReadBack(*s, 1, e), v1::OK) << e;
+  EXPECT_EQ(FileSize(path), mark + kRecordHeaderSize) << "cut right after the mark";
 }
 
 // A corrupt header in the middle of the journal (later batches follow) is

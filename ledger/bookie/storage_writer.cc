@@ -146,7 +146,7 @@ void BookieStorage::MarkSyncedIfIdle() {
   // already; this costs them nothing. The mark is not part of the journal's
   // size: the next batch is written over it, so marks take no space.
   absl::Status s = prealloc_->WriteAtEnd(std::string_view(mark, kRecordHeaderSize));
-  if (!s.ok()) EnterReadOnly(absl::StrCat("journal write failed: ", s.ToString()));
+  if (!s.ok()) EnterReadOnly(absl::StrCat("journal write (sync mark) failed: ", s.ToString()));
 }
 
 void BookieStorage::ProcessBatch(std::vector<std::unique_ptr<WriteRequest>>& batch) {

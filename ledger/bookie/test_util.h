@@ -127,6 +127,15 @@ inline void FlipByte(const std::string& path, uint64_t offset) {
   fclose(f);
 }
 
+// Overwrites `path` from `offset` with `bytes` (the file may grow).
+inline void WriteBytesAt(const std::string& path, uint64_t offset, const std::string& bytes) {
+  FILE* f = fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(fseek(f, static_cast<long>(offset), SEEK_SET), 0);
+  ASSERT_EQ(fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+  fclose(f);
+}
+
 inline void AppendBytes(const std::string& path, const std::string& bytes) {
   FILE* f = fopen(path.c_str(), "ab");
   ASSERT_NE(f, nullptr);
