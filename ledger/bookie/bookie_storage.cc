@@ -300,9 +300,8 @@ absl::Status BookieStorage::ReplayFile(uint64_t number, uint64_t start, bool las
     // right after a mark that continues an earlier batch is the rest of a
     // torn batch whose first sector kept the old mark (a power loss): the
     // mark proves nothing about it, and it is cut like any torn record.
-    const bool continues_batch = after_mark && r == JournalScanner::Result::kRecord &&
-                                 scanner.header().batch_offset != scanner.record_offset();
-    if (r == JournalScanner::Result::kRecord && continues_batch) {
+    if (after_mark && r == JournalScanner::Result::kRecord &&
+        scanner.header().batch_offset != scanner.record_offset()) {
       r = JournalScanner::Result::kBadHeader;
     }
     after_mark = r == JournalScanner::Result::kRecord &&

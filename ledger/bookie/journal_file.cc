@@ -69,23 +69,19 @@ absl::Status PreallocatedJournalFile::Append(std::string_view data) {
   return AppendV(one);
 }
 
-absl::Status PreallocatedJournalFile::AppendV(absl::Span<const std::string_view> parts) {
-  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat("append to closed ", path_));
-  uint64_t n = 0;
-  for (std::string_view p : parts) n += p.size();
-  uint64_t offset;
-  {
-    absl::MutexLock l(&mu_);
-    // Never write where the filler is writing zeros right now.
-    auto clear = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return !filling_ || fill_from_ >= size_ + n || fill_to_ <= size_;
-    };
-    mu_.Await(absl::Condition(&clear));
-    offset = size_;
-    reserved_ = size_ + n;
-    average_batch_ = batches_++ == 0 ? static_cast<double>(n)
-                                     : 0.9 * average_batch_ + 0.1 * static_cast<double>(n);
-  }
+uint64_t PreallocatedJournalFile::ReserveAtEnd(uint64_t n) {
+  absl::MutexLock l(&mu_);
+  // Never write where the filler is writing zeros right now.
+  auto clear = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !filling_ || fill_from_ >= size_ + n || fill_to_ <= size_;
+  };
+  mu_.Await(absl::Condition(&clear));
+  reserved_ = std::max(reserved_, size_ + n);
+  return size_;
+}
+
+absl::Status PreallocatedJournalFile::WriteAt(uint64_t offset,
+                                              absl::Span<const std::string_view> parts) {
   // pwritev takes at most IOV_MAX buffers and may write short: loop over
   // windows of the parts, resuming inside a part after a short write.
   size_t part = 0;
@@ -127,35 +123,33 @@ absl::Status PreallocatedJournalFile::AppendV(absl::Span<const std::string_view>
       skip = 0;
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status PreallocatedJournalFile::AppendV(absl::Span<const std::string_view> parts) {
+  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat("append to closed ", path_));
+  uint64_t n = 0;
+  for (std::string_view p : parts) n += p.size();
+  const uint64_t offset = ReserveAtEnd(n);
+  {
+    absl::MutexLock l(&mu_);
+    average_batch_ = batches_++ == 0 ? static_cast<double>(n)
+                                     : 0.9 * average_batch_ + 0.1 * static_cast<double>(n);
+  }
+  RETURN_IF_ERROR(WriteAt(offset, parts));
   absl::MutexLock l(&mu_);
   size_ = offset + n;
   return absl::OkStatus();
 }
 
-absl::Status PreallocatedJournalFile::WriteAtEnd(std::string_view data) {
+absl::Status PreallocatedJournalFile::WriteAtEnd(uint64_t offset, std::string_view data) {
   if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat("write to closed ", path_));
-  uint64_t offset;
-  {
-    absl::MutexLock l(&mu_);
-    const uint64_t n = data.size();
-    auto clear = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return !filling_ || fill_from_ >= size_ + n || fill_to_ <= size_;
-    };
-    mu_.Await(absl::Condition(&clear));
-    offset = size_;
-    reserved_ = std::max(reserved_, size_ + n);
+  if (ReserveAtEnd(data.size()) != offset) {
+    return absl::InternalError(absl::StrCat("write at end of ", path_, ": the end is not at ",
+                                            offset));
   }
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t w = ::pwrite(fd_, data.data() + done, data.size() - done,
-                               static_cast<off_t>(offset + done));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return Errno("write", path_, errno);
-    }
-    done += static_cast<size_t>(w);
-  }
-  return absl::OkStatus();
+  std::string_view one[1] = {data};
+  return WriteAt(offset, one);
 }
 
 absl::Status PreallocatedJournalFile::Sync() {

@@ -70,7 +70,8 @@ class PreallocatedJournalFile final : public WritableFile {
   // not move, the next AppendV overwrites it, Seal cuts it off. For the
   // journal's sync mark (journal_format.h), which only matters while it is
   // the last thing in the file. Same thread as AppendV.
-  absl::Status WriteAtEnd(std::string_view data);
+  // `offset` must be Size() (the caller encoded it into `data`).
+  absl::Status WriteAtEnd(uint64_t offset, std::string_view data);
   // Stops the filler; does not cut or sync. Idempotent.
   absl::Status Close() override;
   uint64_t Size() const override;
@@ -84,6 +85,11 @@ class PreallocatedJournalFile final : public WritableFile {
   uint64_t FilledAhead() const;
 
  private:
+  // Waits until the filler is clear of [Size(), Size() + n), keeps it above
+  // that range, and returns Size().
+  uint64_t ReserveAtEnd(uint64_t n) ABSL_LOCKS_EXCLUDED(mu_);
+  // pwritev of `parts` at `offset`, resuming after short writes.
+  absl::Status WriteAt(uint64_t offset, absl::Span<const std::string_view> parts);
   PreallocatedJournalFile(std::string path, int fd, uint64_t size, uint64_t ahead);
   void FillLoop();
   bool FillWantedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -145,7 +145,7 @@ void BookieStorage::MarkSyncedIfIdle() {
   // its proof, as before marks existed. The acknowledgements went out
   // already; this costs them nothing. The mark is not part of the journal's
   // size: the next batch is written over it, so marks take no space.
-  absl::Status s = prealloc_->WriteAtEnd(std::string_view(mark, kRecordHeaderSize));
+  absl::Status s = prealloc_->WriteAtEnd(offset, std::string_view(mark, kRecordHeaderSize));
   if (!s.ok()) EnterReadOnly(absl::StrCat("journal write (sync mark) failed: ", s.ToString()));
 }
 
