@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/fault_point.h"
+#include "base/rocksdb_logger.h"
 #include "base/status_macros.h"
 #include "metadata/absl_compat.h"
 #include "metadata/watch_hub.h"
@@ -105,8 +106,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedStore>> EmbeddedStore::Open(const std::st
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
-  db_options.keep_log_file_num = 3;
-  db_options.max_log_file_size = 1 << 20;
+  db_options.info_log = NewStderrRocksLogger(absl::StrCat("metadata store ", dir));
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
       {kKvColumnFamily, rocksdb::ColumnFamilyOptions()},

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/fault_point.h"
+#include "base/small_tmpfs.h"
 #include "gtest/gtest.h"
 #include "metadata/metadata_contract_test.h"
 
@@ -125,6 +126,50 @@ TEST(EmbeddedStoreTest, CrashedProcessKeepsAcknowledgedWritesAndLosesItsEphemera
   METADATA_EXPECT_CODE(store->Get("crash/eph"), kNotFound);
   METADATA_ASSERT_OK_AND_ASSIGN(Version next, store->Put("crash/next", "n", kMustNotExist));
   EXPECT_GT(next, kept.version);
+}
+
+// A full disk fails writes with an error and loses nothing acknowledged;
+// closing the store on it must not abort the process (RocksDB's own LOG
+// file used to: base/rocksdb_logger.h).
+TEST(EmbeddedStoreTest, FullFileSystemFailsWritesAndKeepsAcknowledgedOnes) {
+  TempDir dir;
+  SmallTmpfs fs;
+  if (absl::Status m = fs.Mount(dir.path(), 16); !m.ok()) {
+    GTEST_SKIP() << m << " (needs CAP_SYS_ADMIN, as root in CI)";
+  }
+  const std::string store_dir = dir.path() + "/store";
+  std::unique_ptr<EmbeddedStore> store = MustOpen(store_dir);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(fs.FillLeaving(3 << 20).ok());
+  const std::string value(64 << 10, 'v');
+  std::vector<std::string> acked;
+  absl::Status failed;
+  for (int i = 0; i < 1000 && failed.ok(); ++i) {
+    const std::string key = absl::StrCat("full/", i);
+    absl::StatusOr<Version> put = store->Put(key, value, kMustNotExist);
+    if (put.ok()) {
+      acked.push_back(key);
+    } else {
+      failed = put.status();
+    }
+  }
+  ASSERT_FALSE(failed.ok()) << "the file system never filled up";
+  ASSERT_FALSE(acked.empty());
+  EXPECT_NE(failed.message().find("space"), std::string::npos) << failed;
+  for (const std::string& key : acked) {
+    METADATA_ASSERT_OK_AND_ASSIGN(VersionedValue got, store->Get(key));
+    ASSERT_EQ(got.value, value) << key;
+  }
+  store.reset();
+
+  ASSERT_TRUE(fs.Free().ok());
+  store = MustOpen(store_dir);
+  ASSERT_NE(store, nullptr);
+  for (const std::string& key : acked) {
+    METADATA_ASSERT_OK_AND_ASSIGN(VersionedValue got, store->Get(key));
+    ASSERT_EQ(got.value, value) << key;
+  }
+  METADATA_ASSERT_OK(store->Put("full/after", "a", kMustNotExist));
 }
 
 TEST(EmbeddedStoreTest, OpenFailsClearlyWhenDirectoryCannotBeCreated) {

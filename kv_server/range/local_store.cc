@@ -5,6 +5,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "base/rocksdb_logger.h"
 #include "base/status_macros.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
@@ -67,6 +68,7 @@ absl::StatusOr<std::unique_ptr<LocalStore>> LocalStore::Open(const std::string& 
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
+  db_options.info_log = NewStderrRocksLogger(absl::StrCat("range store ", dir));
   // The ledger log is the WAL; without our own WAL, RocksDB must flush the
   // memtables when it closes (it does unless told to avoid it).
   db_options.avoid_flush_during_shutdown = false;

@@ -1,9 +1,12 @@
 #include "ledger/bookie/index.h"
 
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/rocksdb_logger.h"
 #include "rocksdb/db.h"
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/options.h"
@@ -132,6 +135,11 @@ Index::Index(std::unique_ptr<rocksdb::DB> db) : db_(std::move(db)) {}
 Index::~Index() = default;
 
 absl::StatusOr<std::unique_ptr<Index>> Index::Open(const std::string& path) {
+  // Created here rather than by RocksDB, which logs an ERROR about the
+  // missing directory before creating it (on every new bookie).
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("create ", path, ": ", ec.message()));
   rocksdb::Options options;
   options.create_if_missing = true;
   // Without a WAL, a flush at close would be the only thing saving the
@@ -139,7 +147,7 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Open(const std::string& path) {
   // like a close that skipped it, so that tests of replay are honest).
   options.avoid_flush_during_shutdown = true;
   options.max_background_jobs = 2;
-  options.keep_log_file_num = 3;
+  options.info_log = NewStderrRocksLogger(absl::StrCat("bookie index ", path));
   rocksdb::BlockBasedTableOptions table;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));

@@ -182,20 +182,25 @@ void PreallocatedJournalFile::FillLoop() {
     // them. That sync makes the new size and blocks durable once; the ones
     // after it find no metadata to write. Zeros need no durability of
     // their own: nothing relies on them being there after a crash.
-    const bool ok =
-        ::pwrite(fd_, zeros.data(), zeros.size(), static_cast<off_t>(from)) ==
-            static_cast<ssize_t>(zeros.size()) &&
-        ::sync_file_range(fd_, static_cast<off_t>(from), static_cast<off_t>(zeros.size()),
-                          SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-                              SYNC_FILE_RANGE_WAIT_AFTER) == 0;
-    const int err = errno;
+    std::string failure;
+    const ssize_t wrote = ::pwrite(fd_, zeros.data(), zeros.size(), static_cast<off_t>(from));
+    if (wrote < 0) {
+      failure = std::strerror(errno);
+    } else if (wrote != static_cast<ssize_t>(zeros.size())) {
+      // A short write sets no errno; on a local file it means no space.
+      failure = absl::StrCat("short write (", wrote, " of ", zeros.size(), " bytes): disk full?");
+    } else if (::sync_file_range(fd_, static_cast<off_t>(from), static_cast<off_t>(zeros.size()),
+                                 SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                     SYNC_FILE_RANGE_WAIT_AFTER) != 0) {
+      failure = std::strerror(errno);
+    }
+    const bool ok = failure.empty();
     absl::MutexLock l(&mu_);
     filling_ = false;
     if (!ok) {
       // Not an error of the journal: the writer just appends from now on.
       fill_failed_ = true;
-      absl::FPrintF(stderr, "bookie: %s: journal preallocation stopped: %s\n", path_,
-                    std::strerror(err));
+      absl::FPrintF(stderr, "bookie: %s: journal preallocation stopped: %s\n", path_, failure);
       continue;
     }
     filled_ = std::max(filled_, from + kFillStep);
