@@ -120,6 +120,7 @@ grpc::ServerUnaryReactor* BookieServiceImpl::Read(grpc::CallbackServerContext* c
                                                   v1::ReadResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   if (!Admit(reactor)) return reactor;
+  read_requests_.fetch_add(1, std::memory_order_relaxed);
   if (InstanceMismatch(req->expected_instance_id())) {
     resp->set_code(v1::INSTANCE_MISMATCH);
     reactor->Finish(grpc::Status::OK);
@@ -245,6 +246,7 @@ grpc::ServerUnaryReactor* BookieServiceImpl::GetInfo(grpc::CallbackServerContext
   resp->set_journal_bytes(stats.journal_bytes);
   resp->set_entries_added(stats.entries_added);
   resp->set_syncs(stats.syncs);
+  resp->set_read_requests(read_requests_.load(std::memory_order_relaxed));
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

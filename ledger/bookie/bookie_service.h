@@ -87,6 +87,8 @@ class BookieServiceImpl final : public v1::Bookie::CallbackService {
   ThreadPool read_pool_;
 
   std::atomic<bool> serving_{false};
+  // Read RPCs admitted (GetInfo.read_requests).
+  std::atomic<uint64_t> read_requests_{0};
   mutable absl::Mutex mu_;
   std::string bookie_id_ ABSL_GUARDED_BY(mu_);
 };
