@@ -294,6 +294,7 @@ TEST(KvDurabilityProcessTest, FullDiskFailsPutsAndLosesNoAcknowledgedWrite) {
   };
   int i = 0;
   for (; i < 50; ++i) ASSERT_TRUE(put(i).ok());
+  fs.WaitForQuiet();  // the journal filler is done
   if (absl::Status f = fs.FillLeaving(12 << 20); !f.ok()) FAIL() << f;
   grpc::Status failed;
   for (; i < 20000 && failed.ok(); ++i) failed = put(i);

@@ -208,7 +208,8 @@ TEST(BookieBinaryTest, FullDiskIsReadOnlyVisiblyAndStopsCleanly) {
     auto stub =
         v1::Bookie::NewStub(grpc::CreateChannel(words[4], grpc::InsecureChannelCredentials()));
     for (; acked < 200; ++acked) ASSERT_EQ(add(*stub, instance, acked), v1::OK);
-    ASSERT_TRUE(fs.FillLeaving(6 << 20).ok());
+    fs.WaitForQuiet();  // the journal filler is done
+    if (absl::Status f = fs.FillLeaving(6 << 20); !f.ok()) FAIL() << f;
     v1::Code code = v1::OK;
     while (acked < 20000 && (code = add(*stub, instance, acked)) == v1::OK) ++acked;
     ASSERT_EQ(code, v1::READ_ONLY) << "after " << acked << " acknowledged adds";
