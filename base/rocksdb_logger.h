@@ -1,7 +1,9 @@
 // The info logger every RocksDB instance of ledgerkv uses (bookie index,
 // range store, embedded metadata store): RocksDB's warnings and errors go
 // to stderr with the instance's name, like the rest of the process's log;
-// its info chatter is dropped.
+// its info messages (options dump, periodic compaction stats) are dropped:
+// an operator loses them as a post-mortem aid. Callers also set
+// info_log_level = WARN_LEVEL so that RocksDB skips formatting them.
 //
 // Why not RocksDB's own LOG file in the data directory: on a full disk,
 // the first failed write to that file leaves its writer in an error state,
@@ -34,10 +36,12 @@ class StderrRocksLogger final : public rocksdb::Logger {
     char line[1024];
     const int n = std::vsnprintf(line, sizeof(line), format, ap);
     if (n < 0) return;
+    const bool cut = static_cast<size_t>(n) >= sizeof(line);
     size_t len = std::min(static_cast<size_t>(n), sizeof(line) - 1);
     while (len > 0 && line[len - 1] == '\n') --len;
     // One write per line: lines of concurrent threads do not interleave.
-    std::fprintf(stderr, "rocksdb (%s): %.*s\n", name_.c_str(), static_cast<int>(len), line);
+    std::fprintf(stderr, "rocksdb (%s): %.*s%s\n", name_.c_str(), static_cast<int>(len), line,
+                 cut ? " [...]" : "");
   }
 
  private:

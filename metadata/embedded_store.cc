@@ -107,6 +107,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedStore>> EmbeddedStore::Open(const std::st
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
   db_options.info_log = NewStderrRocksLogger(absl::StrCat("metadata store ", dir));
+  db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
       {kKvColumnFamily, rocksdb::ColumnFamilyOptions()},

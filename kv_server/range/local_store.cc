@@ -69,6 +69,7 @@ absl::StatusOr<std::unique_ptr<LocalStore>> LocalStore::Open(const std::string& 
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
   db_options.info_log = NewStderrRocksLogger(absl::StrCat("range store ", dir));
+  db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   // The ledger log is the WAL; without our own WAL, RocksDB must flush the
   // memtables when it closes (it does unless told to avoid it).
   db_options.avoid_flush_during_shutdown = false;

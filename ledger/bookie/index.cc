@@ -148,6 +148,7 @@ absl::StatusOr<std::unique_ptr<Index>> Index::Open(const std::string& path) {
   options.avoid_flush_during_shutdown = true;
   options.max_background_jobs = 2;
   options.info_log = NewStderrRocksLogger(absl::StrCat("bookie index ", path));
+  options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   rocksdb::BlockBasedTableOptions table;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
