@@ -161,9 +161,16 @@ void BookieServiceImpl::ReadRange(const v1::ReadRequest& req, v1::ReadResponse* 
     v1::ReadResult* r = resp->add_results();
     r->set_entry_id(entry_id);
     if (entry_id > ledger->last_entry_id) {
-      // Nothing is held past the highest entry id: one explicit answer for
-      // the first id beyond it, and stop.
+      // Nothing is held past the highest entry id: an explicit answer for
+      // every id asked for beyond it, without a lookup. One answer and a
+      // stop would settle a single id per request, and a reader reading
+      // around a replica that lacks a tail would ask it again and again.
       r->set_code(v1::NO_SUCH_ENTRY);
+      for (int rest = i + 1; rest < count; ++rest) {
+        v1::ReadResult* none = resp->add_results();
+        none->set_entry_id(req.first_entry_id() + rest);
+        none->set_code(v1::NO_SUCH_ENTRY);
+      }
       break;
     }
     // Gaps below it (striped ensembles hold every E-th run of entries) are

@@ -117,16 +117,19 @@ TEST_F(BookieServiceTest, BatchAddThenRangeRead) {
     EXPECT_EQ(r.entry().checksum(), EntryChecksum(1, 2 + i, 1 + i, r.entry().payload()));
   }
 
-  // Past the end: the first missing entry is an explicit NO_SUCH_ENTRY and
-  // the answer stops there.
+  // Past the end: every id asked for gets an explicit NO_SUCH_ENTRY (a
+  // reader learns in one answer that this replica lacks the whole tail).
   req.set_first_entry_id(8);
   req.set_count(5);
   resp.Clear();
   ASSERT_TRUE(Read(req, &resp).ok());
-  ASSERT_EQ(resp.results_size(), 3);
+  ASSERT_EQ(resp.results_size(), 5);
   EXPECT_EQ(resp.results(1).code(), v1::OK);
-  EXPECT_EQ(resp.results(2).code(), v1::NO_SUCH_ENTRY);
-  EXPECT_EQ(resp.results(2).entry_id(), 10);
+  for (int i = 2; i < 5; ++i) {
+    EXPECT_EQ(resp.results(i).code(), v1::NO_SUCH_ENTRY) << i;
+    EXPECT_EQ(resp.results(i).entry_id(), 8 + i);
+    EXPECT_FALSE(resp.results(i).has_entry());
+  }
 
   // max_bytes stops early but always returns one entry.
   req.set_first_entry_id(0);
@@ -152,8 +155,8 @@ TEST_F(BookieServiceTest, RangeReadAnswersEveryIdAcrossGaps) {
   v1::ReadResponse resp;
   ASSERT_TRUE(Read(req, &resp).ok());
   ASSERT_EQ(resp.code(), v1::OK);
-  const std::vector<v1::Code> expected = {v1::OK, v1::NO_SUCH_ENTRY, v1::OK, v1::NO_SUCH_ENTRY,
-                                          v1::OK, v1::NO_SUCH_ENTRY};
+  std::vector<v1::Code> expected = {v1::OK, v1::NO_SUCH_ENTRY, v1::OK, v1::NO_SUCH_ENTRY, v1::OK};
+  expected.resize(10, v1::NO_SUCH_ENTRY);  // past the last entry too
   ASSERT_EQ(resp.results_size(), static_cast<int>(expected.size()));
   for (int i = 0; i < resp.results_size(); ++i) {
     EXPECT_EQ(resp.results(i).entry_id(), i);
@@ -341,9 +344,10 @@ TEST_F(BookieServiceTest, FailedSyncMakesBookieReadOnlyButReadable) {
   req.set_count(4);
   v1::ReadResponse resp;
   ASSERT_TRUE(Read(req, &resp).ok());
-  ASSERT_EQ(resp.results_size(), 3);
+  ASSERT_EQ(resp.results_size(), 4);
   EXPECT_EQ(resp.results(1).code(), v1::OK);
-  EXPECT_EQ(resp.results(2).code(), v1::NO_SUCH_ENTRY);
+  EXPECT_EQ(resp.results(2).code(), v1::NO_SUCH_ENTRY);  // never acknowledged
+  EXPECT_EQ(resp.results(3).code(), v1::NO_SUCH_ENTRY);
   // A fence cannot be made durable: the read says so instead of reading.
   req.set_fence(true);
   resp.Clear();
