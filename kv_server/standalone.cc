@@ -67,6 +67,7 @@ absl::Status Standalone::StartServer() {
                                   static_cast<int>(options_.limits.max_request_bytes +
                                                    kRequestSlackBytes)));
   server_ = std::move(listening.server);
+  calls_ = std::move(listening.calls);
   address_ = std::move(listening.address);
   host_->set_owner(address_);
   return absl::OkStatus();
@@ -180,7 +181,7 @@ void Standalone::Shutdown() {
   shut_down_ = true;
   // Stop accepting and finish pending calls (writes finish when their
   // effect is durable, or fail when the ranges close).
-  if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
+  StopServing(server_.get(), calls_.get(), kShutdownGrace);
   if (host_ != nullptr) host_->Shutdown();
   server_.reset();
   admin_service_.reset();

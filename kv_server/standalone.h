@@ -41,6 +41,8 @@ class MetadataStore;
 
 namespace ledgerkv::kv {
 
+class ActiveCalls;
+
 class AdminService;
 class KvService;
 class RangeHost;
@@ -108,6 +110,7 @@ class Standalone {
   std::unique_ptr<KvService> kv_service_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<ActiveCalls> calls_;  // of server_
   bool shut_down_ = false;
 };
 

@@ -269,6 +269,33 @@ TEST(KvDurabilityProcessTest, SigtermWithWritesInFlightExitsZeroAndKeepsAcknowle
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// SIGTERM does not wait for connected but idle clients to hang up: the
+// server closes their connections once its calls are done (kv/listen.h,
+// StopServing). Before, a client holding an idle channel (as this test
+// does) kept it up ~4.5 s, until gRPC's 5 s backup poll noticed the GOAWAY.
+TEST(KvDurabilityProcessTest, SigtermWithAnIdleClientConnectedStopsPromptly) {
+  TempDir dir;
+  StandaloneServer server(dir.path() + "/data");
+  ASSERT_TRUE(server.Start().ok()) << server.LogTail();
+  ASSERT_TRUE(testing::CreateTable(server.admin(), "idle").ok());
+  v1::PutResponse resp;
+  ASSERT_TRUE(Put(server, "idle", "k", "v", &resp).ok());  // the channel is up
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(server.Terminate(), 0) << server.LogTail();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << "(the shutdown grace is 10 s)";
+  ASSERT_TRUE(server.Start().ok()) << server.LogTail();
+  v1::GetRequest req;
+  req.set_table("idle");
+  req.set_key("k");
+  v1::GetResponse got;
+  grpc::ClientContext ctx;
+  testing::SetDeadline(&ctx);
+  ASSERT_TRUE(server.kv().Get(&ctx, req, &got).ok());
+  EXPECT_TRUE(got.found());
+  EXPECT_EQ(got.kv().value(), "v");
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 // A full disk under `ledgerkv standalone`: puts fail with an error (never a
 // false OK), SIGTERM still exits 0, and once space is freed a restart has
 // every acknowledged write. (The abort that RocksDB's LOG file caused on a

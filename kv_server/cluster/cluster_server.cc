@@ -123,6 +123,7 @@ absl::Status ClusterServer::Init() {
                                   static_cast<int>(o.limits.max_request_bytes +
                                                    kRequestSlackBytes)));
   server_ = std::move(listening.server);
+  calls_ = std::move(listening.calls);
   address_ = std::move(listening.address);
   host_->set_owner(address_);
   server_id_ = o.server_id.empty() ? address_ : o.server_id;
@@ -658,7 +659,7 @@ void ClusterServer::Shutdown() {
     if (w != nullptr) w->Cancel();
     w.reset();
   }
-  if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
+  StopServing(server_.get(), calls_.get(), kShutdownGrace);
   if (host_ != nullptr) host_->Shutdown();
   metadata::SessionId session;
   {

@@ -44,6 +44,8 @@ class LedgerClient;
 
 namespace ledgerkv::kv {
 
+class ActiveCalls;
+
 class AdminService;
 class KvService;
 class RangeHost;
@@ -166,6 +168,7 @@ class ClusterServer {
   std::unique_ptr<KvService> kv_service_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<ActiveCalls> calls_;  // of server_
   std::unique_ptr<metadata::WatchHandle> watches_[3];
 
   // Nanoseconds of Clock (steady) until which the lease is certainly valid;
