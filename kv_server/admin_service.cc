@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kv_server/kv_service.h"
+#include "kv_server/listen.h"
 
 namespace ledgerkv::kv {
 namespace {
@@ -15,8 +16,8 @@ namespace v1 = ::ledgerkv::v1;
 
 }  // namespace
 
-AdminService::AdminService(TableCatalog* catalog, RangeHost* host)
-    : catalog_(catalog), host_(host) {}
+AdminService::AdminService(TableCatalog* catalog, RangeHost* host, ActiveCalls* calls)
+    : catalog_(catalog), host_(host), calls_(calls) {}
 
 AdminService::~AdminService() = default;
 
@@ -48,7 +49,7 @@ void AdminService::FillRanges(const meta::TableMetadata& table,
 grpc::ServerUnaryReactor* AdminService::CreateTable(grpc::CallbackServerContext* ctx,
                                                     const v1::CreateTableRequest* request,
                                                     v1::CreateTableResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = CountedReactor(ctx, calls_);
   worker_.Schedule([this, ctx, request, response, reactor] {
     std::vector<std::string> splits(request->split_keys().begin(), request->split_keys().end());
     absl::StatusOr<meta::TableMetadata> table = catalog_->CreateTable(request->name(), splits);
@@ -68,7 +69,7 @@ grpc::ServerUnaryReactor* AdminService::CreateTable(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* AdminService::DropTable(grpc::CallbackServerContext* ctx,
                                                   const v1::DropTableRequest* request,
                                                   v1::DropTableResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = CountedReactor(ctx, calls_);
   absl::Status refused = CheckTableName(request->name());
   if (refused.ok() && request->name() == kDefaultTable) {
     refused = absl::FailedPreconditionError(
@@ -90,7 +91,7 @@ grpc::ServerUnaryReactor* AdminService::DropTable(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* AdminService::ListTables(grpc::CallbackServerContext* ctx,
                                                    const v1::ListTablesRequest* request,
                                                    v1::ListTablesResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = CountedReactor(ctx, calls_);
   for (const auto& table : catalog_->List()) response->add_names(table->name());
   reactor->Finish(grpc::Status::OK);
   return reactor;
@@ -99,7 +100,7 @@ grpc::ServerUnaryReactor* AdminService::ListTables(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* AdminService::DescribeTable(grpc::CallbackServerContext* ctx,
                                                       const v1::DescribeTableRequest* request,
                                                       v1::DescribeTableResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = CountedReactor(ctx, calls_);
   absl::StatusOr<std::shared_ptr<const meta::TableMetadata>> table = catalog_->Get(request->name());
   if (absl::Status bad = CheckTableName(request->name()); !bad.ok()) table = bad;
   if (!table.ok()) {

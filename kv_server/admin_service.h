@@ -19,13 +19,16 @@
 
 namespace ledgerkv::kv {
 
+class ActiveCalls;
+
 // The table every standalone server has.
 inline constexpr char kDefaultTable[] = "default";
 
 class AdminService final : public ledgerkv::v1::Admin::CallbackService {
  public:
-  // `catalog` and `host` must outlive the service.
-  AdminService(TableCatalog* catalog, RangeHost* host);
+  // `catalog` and `host` (and `calls`, if not null) must outlive the
+  // service. `calls` counts the calls in progress (for StopServing).
+  AdminService(TableCatalog* catalog, RangeHost* host, ActiveCalls* calls = nullptr);
   // Runs the queued operations, then joins the worker.
   ~AdminService() override;
 
@@ -49,6 +52,7 @@ class AdminService final : public ledgerkv::v1::Admin::CallbackService {
 
   TableCatalog* const catalog_;
   RangeHost* const host_;
+  ActiveCalls* const calls_;
   bookie::ThreadPool worker_{1};
 };
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "kv_server/listen.h"
 #include "kv_server/retry.h"
 #include "kv_server/table_scan.h"
 
@@ -77,7 +78,8 @@ absl::Status CheckRequestSize(const google::protobuf::Message& request, const Li
   return absl::OkStatus();
 }
 
-KvService::KvService(RangeLocator* locator, Limits limits) : locator_(locator), limits_(limits) {}
+KvService::KvService(RangeLocator* locator, Limits limits, ActiveCalls* calls)
+    : locator_(locator), limits_(limits), calls_(calls) {}
 
 absl::Status KvService::CheckKey(const std::string& key, const char* what) const {
   if (key.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " is empty"));
@@ -90,7 +92,7 @@ absl::Status KvService::CheckKey(const std::string& key, const char* what) const
 
 grpc::ServerUnaryReactor* KvService::Put(grpc::CallbackServerContext* ctx,
                                          const v1::PutRequest* request, v1::PutResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = CountedReactor(ctx, calls_);
   absl::StatusOr<std::shared_ptr<kv::Range>> range =
       [&]() -> absl::StatusOr<std::shared_ptr<kv::Range>> {
     RETURN_IF_ERROR(CheckRequestSize(*request, limits_));
@@ -109,7 +111,7 @@ grpc::ServerUnaryReactor* KvService::Put(grpc::CallbackServerContext* ctx,
 
 grpc::ServerUnaryReactor* KvService::Get(grpc::CallbackServerContext* ctx,
                                          const v1::GetRequest* request, v1::GetResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = CountedReactor(ctx, calls_);
   absl::StatusOr<v1::GetResponse> result = [&]() -> absl::StatusOr<v1::GetResponse> {
     RETURN_IF_ERROR(CheckRequestSize(*request, limits_));
     RETURN_IF_ERROR(CheckKey(request->key(), "key"));
@@ -126,7 +128,7 @@ grpc::ServerUnaryReactor* KvService::Get(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* KvService::Range(grpc::CallbackServerContext* ctx,
                                            const v1::RangeRequest* request,
                                            v1::RangeResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = CountedReactor(ctx, calls_);
   absl::StatusOr<v1::RangeResponse> result = [&]() -> absl::StatusOr<v1::RangeResponse> {
     RETURN_IF_ERROR(CheckRequestSize(*request, limits_));
     return ScanTable(*locator_, *request, limits_, kMaxScanResponseBytes);
@@ -157,7 +159,7 @@ absl::StatusOr<std::shared_ptr<kv::Range>> KvService::RouteDelete(
 grpc::ServerUnaryReactor* KvService::Delete(grpc::CallbackServerContext* ctx,
                                             const v1::DeleteRequest* request,
                                             v1::DeleteResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = CountedReactor(ctx, calls_);
   absl::StatusOr<std::shared_ptr<kv::Range>> range =
       [&]() -> absl::StatusOr<std::shared_ptr<kv::Range>> {
     RETURN_IF_ERROR(CheckRequestSize(*request, limits_));
@@ -228,7 +230,7 @@ absl::StatusOr<std::shared_ptr<kv::Range>> KvService::RouteTxn(const v1::TxnRequ
 
 grpc::ServerUnaryReactor* KvService::Txn(grpc::CallbackServerContext* ctx,
                                          const v1::TxnRequest* request, v1::TxnResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = CountedReactor(ctx, calls_);
   absl::StatusOr<std::shared_ptr<kv::Range>> range =
       [&]() -> absl::StatusOr<std::shared_ptr<kv::Range>> {
     RETURN_IF_ERROR(CheckRequestSize(*request, limits_));
@@ -247,7 +249,7 @@ grpc::ServerUnaryReactor* KvService::Txn(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* KvService::Increment(grpc::CallbackServerContext* ctx,
                                                const v1::IncrementRequest* request,
                                                v1::IncrementResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = CountedReactor(ctx, calls_);
   absl::StatusOr<std::shared_ptr<kv::Range>> range =
       [&]() -> absl::StatusOr<std::shared_ptr<kv::Range>> {
     RETURN_IF_ERROR(CheckRequestSize(*request, limits_));

@@ -23,6 +23,8 @@
 
 namespace ledgerkv::kv {
 
+class ActiveCalls;
+
 // Extra bytes allowed above limits.max_request_bytes by the gRPC receive
 // limit, so that a request just over the limit reaches the service and is
 // refused with INVALID_ARGUMENT naming max_request_bytes (larger ones are
@@ -38,8 +40,9 @@ absl::Status CheckRequestSize(const google::protobuf::Message& request, const Li
 
 class KvService final : public ledgerkv::v1::KV::CallbackService {
  public:
-  // `locator` must outlive the service.
-  KvService(RangeLocator* locator, Limits limits);
+  // `locator` (and `calls`, if not null) must outlive the service.
+  // `calls` counts the calls in progress (for StopServing).
+  KvService(RangeLocator* locator, Limits limits, ActiveCalls* calls = nullptr);
 
   grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* ctx,
                                 const ledgerkv::v1::PutRequest* request,
@@ -71,6 +74,7 @@ class KvService final : public ledgerkv::v1::KV::CallbackService {
 
   RangeLocator* const locator_;
   const Limits limits_;
+  ActiveCalls* const calls_;
 };
 
 }  // namespace ledgerkv::kv

@@ -1,5 +1,6 @@
 #include "kv_server/listen.h"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <utility>
@@ -7,62 +8,46 @@
 #include "absl/strings/str_cat.h"
 #include "grpc/grpc.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/support/server_interceptor.h"
 
 namespace ledgerkv::kv {
 namespace {
 
-// Counts a call from its creation to its destruction (gRPC destroys a
-// call's interceptors with the call).
-class CountingInterceptor final : public grpc::experimental::Interceptor {
+// The context's default reactor plus a count. Its reactions are trivial (a
+// decrement and a delete), so, like gRPC's own default reactor, it lets
+// gRPC run them inline: without InternalInlineable, gRPC hands every
+// OnDone to its executor, a thread hop per call: +3.6 to +10.7 us of
+// server CPU per put in 4 of 5 A/B pairs (64 clients, put). With it, 6
+// pairs gave medians of 64.6 vs 64.5 us per put, the same as the default
+// reactor. gRPC marks the hook "not API"; gRPC is Debian's 1.51 here, and
+// a gRPC without it fails to compile (override), it does not misbehave.
+class Counted final : public grpc::ServerUnaryReactor {
  public:
-  explicit CountingInterceptor(std::shared_ptr<ActiveCalls> calls) : calls_(std::move(calls)) {
-    calls_->Started();
+  explicit Counted(ActiveCalls* calls) : calls_(calls) { calls_->Started(); }
+  void OnDone() override {
+    calls_->Ended();
+    delete this;
   }
-  ~CountingInterceptor() override { calls_->Ended(); }
-  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    methods->Proceed();
-  }
+  void OnCancel() override {}
+  bool InternalInlineable() override { return true; }
 
  private:
-  const std::shared_ptr<ActiveCalls> calls_;
-};
-
-class CountingInterceptorFactory final
-    : public grpc::experimental::ServerInterceptorFactoryInterface {
- public:
-  explicit CountingInterceptorFactory(std::shared_ptr<ActiveCalls> calls)
-      : calls_(std::move(calls)) {}
-  grpc::experimental::Interceptor* CreateServerInterceptor(
-      grpc::experimental::ServerRpcInfo*) override {
-    return new CountingInterceptor(calls_);
-  }
-
- private:
-  const std::shared_ptr<ActiveCalls> calls_;
+  ActiveCalls* const calls_;
 };
 
 }  // namespace
 
-void ActiveCalls::Started() {
-  absl::MutexLock l(&mu_);
-  ++count_;
-}
-
-void ActiveCalls::Ended() {
-  absl::MutexLock l(&mu_);
-  --count_;
-}
-
-int64_t ActiveCalls::count() const {
-  absl::MutexLock l(&mu_);
-  return count_;
+grpc::ServerUnaryReactor* CountedReactor(grpc::CallbackServerContext* ctx, ActiveCalls* calls) {
+  if (calls == nullptr) return ctx->DefaultReactor();
+  return new Counted(calls);
 }
 
 bool ActiveCalls::WaitForNone(absl::Time deadline) const {
-  absl::MutexLock l(&mu_);
-  auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return count_ == 0; };
-  return mu_.AwaitWithDeadline(absl::Condition(&none), deadline);
+  while (count() != 0) {
+    const absl::Time now = absl::Now();
+    if (now >= deadline) return false;
+    absl::SleepFor(std::min(absl::Milliseconds(5), deadline - now));
+  }
+  return true;
 }
 
 absl::StatusOr<Listening> ListenAndServe(const std::string& listen,
@@ -74,10 +59,6 @@ absl::StatusOr<Listening> ListenAndServe(const std::string& listen,
   for (grpc::Service* service : services) builder.RegisterService(service);
   builder.SetMaxReceiveMessageSize(max_receive_bytes);
   Listening out;
-  out.calls = std::make_shared<ActiveCalls>();
-  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
-  creators.push_back(std::make_unique<CountingInterceptorFactory>(out.calls));
-  builder.experimental().SetInterceptorCreators(std::move(creators));
   out.server = builder.BuildAndStart();
   if (out.server == nullptr || port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
@@ -92,14 +73,17 @@ void StopServing(grpc::Server* server, const ActiveCalls* calls, absl::Duration 
   if (server == nullptr) return;
   const absl::Time deadline = absl::Now() + grace;
   std::atomic<bool> stopped{false};
-  // Once no call is left, closes the connections that keep Shutdown
-  // waiting. Repeated until Shutdown returns: a connection accepted just
-  // before Shutdown closed the listener is closed by the next round.
+  // Whenever no call is in progress, closes the connections that keep
+  // Shutdown waiting. Repeated until Shutdown returns: a client that
+  // reconnected just before Shutdown closed the listener is closed by a
+  // later round, and a call it started meanwhile is let finish (until the
+  // deadline, when Shutdown cancels what is left).
   std::thread closer([&] {
-    if (calls != nullptr) calls->WaitForNone(deadline);
     while (!stopped.load()) {
-      grpc_server_cancel_all_calls(server->c_server());
-      absl::SleepFor(absl::Milliseconds(50));
+      const absl::Time round = std::min(absl::Now() + absl::Milliseconds(50), deadline);
+      const bool idle = calls == nullptr || calls->WaitForNone(round);
+      if (idle) grpc_server_cancel_all_calls(server->c_server());
+      if (idle || absl::Now() >= deadline) absl::SleepFor(absl::Milliseconds(50));
     }
   });
   server->Shutdown(absl::ToChronoTime(deadline));

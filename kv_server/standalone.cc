@@ -60,14 +60,14 @@ absl::Status Standalone::StartBookies() {
 }
 
 absl::Status Standalone::StartServer() {
-  kv_service_ = std::make_unique<KvService>(host_.get(), options_.limits);
-  admin_service_ = std::make_unique<AdminService>(catalog_.get(), host_.get());
+  calls_ = std::make_shared<ActiveCalls>();
+  kv_service_ = std::make_unique<KvService>(host_.get(), options_.limits, calls_.get());
+  admin_service_ = std::make_unique<AdminService>(catalog_.get(), host_.get(), calls_.get());
   ASSIGN_OR_RETURN(Listening listening,
                    ListenAndServe(options_.listen, {kv_service_.get(), admin_service_.get()},
                                   static_cast<int>(options_.limits.max_request_bytes +
                                                    kRequestSlackBytes)));
   server_ = std::move(listening.server);
-  calls_ = std::move(listening.calls);
   address_ = std::move(listening.address);
   host_->set_owner(address_);
   return absl::OkStatus();

@@ -109,8 +109,10 @@ class Standalone {
   std::unique_ptr<RangeHost> host_;
   std::unique_ptr<KvService> kv_service_;
   std::unique_ptr<AdminService> admin_service_;
+  // Counted by the services, read by StopServing: declared before server_
+  // so that it outlives it.
+  std::shared_ptr<ActiveCalls> calls_;
   std::unique_ptr<grpc::Server> server_;
-  std::shared_ptr<ActiveCalls> calls_;  // of server_
   bool shut_down_ = false;
 };
 

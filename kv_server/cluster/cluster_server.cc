@@ -116,14 +116,14 @@ absl::Status ClusterServer::Init() {
   };
   ASSIGN_OR_RETURN(host_, RangeHost::Create(catalog_.get(), std::move(ho)));
 
-  kv_service_ = std::make_unique<KvService>(host_.get(), o.limits);
-  admin_service_ = std::make_unique<AdminService>(catalog_.get(), host_.get());
+  calls_ = std::make_shared<ActiveCalls>();
+  kv_service_ = std::make_unique<KvService>(host_.get(), o.limits, calls_.get());
+  admin_service_ = std::make_unique<AdminService>(catalog_.get(), host_.get(), calls_.get());
   ASSIGN_OR_RETURN(Listening listening,
                    ListenAndServe(o.listen, {kv_service_.get(), admin_service_.get()},
                                   static_cast<int>(o.limits.max_request_bytes +
                                                    kRequestSlackBytes)));
   server_ = std::move(listening.server);
-  calls_ = std::move(listening.calls);
   address_ = std::move(listening.address);
   host_->set_owner(address_);
   server_id_ = o.server_id.empty() ? address_ : o.server_id;

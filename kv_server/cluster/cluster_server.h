@@ -167,8 +167,10 @@ class ClusterServer {
   std::unique_ptr<RangeHost> host_;
   std::unique_ptr<KvService> kv_service_;
   std::unique_ptr<AdminService> admin_service_;
+  // Counted by the services, read by StopServing: declared before server_
+  // so that it outlives it.
+  std::shared_ptr<ActiveCalls> calls_;
   std::unique_ptr<grpc::Server> server_;
-  std::shared_ptr<ActiveCalls> calls_;  // of server_
   std::unique_ptr<metadata::WatchHandle> watches_[3];
 
   // Nanoseconds of Clock (steady) until which the lease is certainly valid;
