@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,11 @@ class BookieProcess {
     if (out_ >= 0) close(out_);
   }
   const std::string& line() const { return line_; }
+  // The ready line's words: "bookie <id> listening on <addr> instance <id>"
+  // (7 when the bookie started).
+  std::vector<std::string> words() const {
+    return absl::StrSplit(line_, absl::ByAnyChar(" \n"), absl::SkipEmpty());
+  }
 
   // Sends `sig` and returns the wait status.
   int Stop(int sig) {
@@ -81,6 +87,10 @@ class BookieProcess {
   std::string line_;
 };
 
+std::unique_ptr<v1::Bookie::Stub> StubFor(const std::string& address) {
+  return v1::Bookie::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+}
+
 TEST(BookieBinaryTest, PrintsReadyLineServesAndStopsOnSigterm) {
   if (BinaryPath().empty() || access(BinaryPath().c_str(), X_OK) != 0) {
     GTEST_SKIP() << "ledgerkv binary not built (LEDGERKV_BIN_DIR unset)";
@@ -91,8 +101,7 @@ TEST(BookieBinaryTest, PrintsReadyLineServesAndStopsOnSigterm) {
   {
     BookieProcess p(dir, "127.0.0.1:0");
     // "bookie <id> listening on <addr> instance <instance id>\n"
-    std::vector<std::string> words = absl::StrSplit(p.line(), absl::ByAnyChar(" \n"),
-                                                    absl::SkipEmpty());
+    const std::vector<std::string> words = p.words();
     ASSERT_EQ(words.size(), 7u) << p.line();
     EXPECT_EQ(words[0], "bookie");
     EXPECT_EQ(words[2], "listening");
@@ -101,8 +110,7 @@ TEST(BookieBinaryTest, PrintsReadyLineServesAndStopsOnSigterm) {
     instance = words[6];
     EXPECT_EQ(instance.size(), 32u);
 
-    auto stub =
-        v1::Bookie::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    auto stub = StubFor(address);
     v1::AddRequest req;
     req.set_expected_instance_id(instance);
     v1::Entry* e = req.add_entries();
@@ -122,12 +130,10 @@ TEST(BookieBinaryTest, PrintsReadyLineServesAndStopsOnSigterm) {
   }
   // Same directory: same instance, the entry is there.
   BookieProcess again(dir, "127.0.0.1:0");
-  std::vector<std::string> words = absl::StrSplit(again.line(), absl::ByAnyChar(" \n"),
-                                                  absl::SkipEmpty());
+  const std::vector<std::string> words = again.words();
   ASSERT_EQ(words.size(), 7u) << again.line();
   EXPECT_EQ(words[6], instance);
-  auto stub =
-      v1::Bookie::NewStub(grpc::CreateChannel(words[4], grpc::InsecureChannelCredentials()));
+  auto stub = StubFor(words[4]);
   v1::ReadRequest req;
   req.set_expected_instance_id(instance);
   req.set_ledger_id(9);
@@ -201,12 +207,10 @@ TEST(BookieBinaryTest, FullDiskIsReadOnlyVisiblyAndStopsCleanly) {
   std::string instance;
   {
     BookieProcess p(dir, "127.0.0.1:0");
-    std::vector<std::string> words = absl::StrSplit(p.line(), absl::ByAnyChar(" \n"),
-                                                    absl::SkipEmpty());
+    const std::vector<std::string> words = p.words();
     ASSERT_EQ(words.size(), 7u) << p.line();
     instance = words[6];
-    auto stub =
-        v1::Bookie::NewStub(grpc::CreateChannel(words[4], grpc::InsecureChannelCredentials()));
+    auto stub = StubFor(words[4]);
     for (; acked < 200; ++acked) ASSERT_EQ(add(*stub, instance, acked), v1::OK);
     fs.WaitForQuiet();  // the journal filler is done
     if (absl::Status f = fs.FillLeaving(6 << 20); !f.ok()) FAIL() << f;
@@ -234,12 +238,10 @@ TEST(BookieBinaryTest, FullDiskIsReadOnlyVisiblyAndStopsCleanly) {
 
   ASSERT_TRUE(fs.Free().ok());
   BookieProcess again(dir, "127.0.0.1:0");
-  std::vector<std::string> words = absl::StrSplit(again.line(), absl::ByAnyChar(" \n"),
-                                                  absl::SkipEmpty());
+  const std::vector<std::string> words = again.words();
   ASSERT_EQ(words.size(), 7u) << again.line();
   EXPECT_EQ(words[6], instance);
-  auto stub =
-      v1::Bookie::NewStub(grpc::CreateChannel(words[4], grpc::InsecureChannelCredentials()));
+  auto stub = StubFor(words[4]);
   read_all(*stub, instance, acked);
   EXPECT_EQ(add(*stub, instance, acked), v1::OK);
 }
