@@ -32,7 +32,8 @@ using testing::TestCluster;
 
 TEST(LedgerReadTest, L6_ReaderNeverSeesBeyondLacOrLastEntry) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
-  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  // Without explicit LAC writes the bookies' LAC stays one entry behind.
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClientWithoutExplicitLac());
   LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
   for (int i = 0; i < 10; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
 
@@ -61,7 +62,9 @@ TEST(LedgerReadTest, L6_ReaderNeverSeesBeyondLacOrLastEntry) {
 
 TEST(LedgerReadTest, TailingReaderWaitForLacWakesWhenTheWriterAppends) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
-  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  // The LAC moves only with appends here (no explicit LAC writes), so the
+  // first wait must time out.
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClientWithoutExplicitLac());
   LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
   LKV_ASSERT_OK(writer->Append(PayloadFor(0)));
   LKV_ASSERT_OK(writer->Append(PayloadFor(1)));
@@ -91,6 +94,42 @@ TEST(LedgerReadTest, TailingReaderWaitForLacWakesWhenTheWriterAppends) {
   EXPECT_EQ(last, 2);
   EXPECT_EQ(reader->WaitForLac(2, absl::Seconds(5)).status().code(),
             absl::StatusCode::kOutOfRange);
+}
+
+// A writer that stops appending writes its LAC to its bookies after
+// explicit_lac_delay (docs/ledger-protocol.md, "Explicit LAC writes"): a
+// tailing reader sees the last entry without waiting for another append,
+// and still never beyond the writer's LAC (L6). Once per quiet period.
+TEST(LedgerReadTest, L6_TailingReaderSeesAnIdleWritersLastEntryThroughAnExplicitLac) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
+  for (int i = 0; i < 3; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+
+  // Entry 2 is the last one: no later entry will ever carry LAC 2.
+  const absl::Time start = absl::Now();
+  LKV_ASSIGN_OR_FAIL(int64_t lac, reader->WaitForLac(1, absl::Seconds(10)));
+  EXPECT_EQ(lac, 2);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_LE(lac, writer->lac());
+  ExpectReadable(*reader, 0, 2);
+  EXPECT_EQ(reader->Read(3, 3).status().code(), absl::StatusCode::kOutOfRange);
+
+  // One write per bookie of the segment for this quiet period; none while
+  // the LAC stands still.
+  const int64_t writes = writer->stats().lac_writes;
+  EXPECT_GE(writes, 3);
+  EXPECT_EQ(writes % 3, 0);
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(writer->stats().lac_writes, writes);
+
+  // The next quiet period after more appends writes again.
+  LKV_ASSERT_OK(writer->Append(PayloadFor(3)));
+  LKV_ASSIGN_OR_FAIL(lac, reader->WaitForLac(2, absl::Seconds(10)));
+  EXPECT_EQ(lac, 3);
+  EXPECT_GE(writer->stats().lac_writes, writes + 3);
+  ExpectReadable(*reader, 3, 3);
 }
 
 // Flips one payload byte of every stored copy of `marker` in the journal

@@ -148,9 +148,23 @@ class TestCluster {
   absl::StatusOr<std::unique_ptr<LedgerClient>> NewClient(
       absl::Duration rpc_timeout = absl::Seconds(2)) {
     ClientOptions options;
-    options.metadata = store_.get();
     options.rpc_timeout = rpc_timeout;
+    return NewClient(std::move(options));
+  }
+
+  // A client with `options`, on this cluster's metadata store.
+  absl::StatusOr<std::unique_ptr<LedgerClient>> NewClient(ClientOptions options) {
+    options.metadata = store_.get();
     return LedgerClient::Create(options);
+  }
+
+  // A client whose writers never write their LAC explicitly: readers then
+  // see the LAC only as the next entry carries it (tests of that rule).
+  absl::StatusOr<std::unique_ptr<LedgerClient>> NewClientWithoutExplicitLac() {
+    ClientOptions options;
+    options.rpc_timeout = absl::Seconds(2);
+    options.explicit_lac_delay = absl::InfiniteDuration();
+    return NewClient(std::move(options));
   }
 
  private:

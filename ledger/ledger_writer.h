@@ -37,6 +37,7 @@ struct WriterStats {
   int64_t add_rpcs = 0;          // Add RPCs sent (each may carry many entries)
   int64_t entries_sent = 0;      // entry copies sent, resends included
   int64_t ensemble_changes = 0;  // metadata CASes that replaced bookies
+  int64_t lac_writes = 0;        // explicit WriteLac RPCs sent (idle writer)
 };
 
 class LedgerWriter {

@@ -52,6 +52,10 @@ struct ClientOptions {
   // the next is still on the wire (docs/performance.md, "Ledger layer").
   int max_entries_per_add_rpc = 512;
   int64_t max_bytes_per_add_rpc = int64_t{512} << 10;
+  // A writer that stops appending tells its bookies its LAC after this long
+  // (docs/ledger-protocol.md, "Explicit LAC writes"), so that tailing readers
+  // see its last entries. absl::InfiniteDuration() turns it off.
+  absl::Duration explicit_lac_delay = absl::Milliseconds(50);
   // Largest payload one append may carry (bookies refuse more than 64 MiB).
   int64_t max_entry_bytes = int64_t{16} << 20;
   // Payload bytes a bookie may return in one Read RPC (it always returns at

@@ -68,16 +68,20 @@ void WriterState::Shutdown() {
 
 void WriterState::CancelAndDrainCalls() {
   std::vector<std::shared_ptr<AddCall>> live;
+  std::vector<std::shared_ptr<LacCall>> live_lac;
   {
     absl::MutexLock l(&mu_);
     live.reserve(live_calls_.size());
     for (const auto& [raw, call] : live_calls_) live.push_back(call);
+    for (const auto& [raw, call] : live_lac_calls_) live_lac.push_back(call);
   }
   // Without mu_: gRPC may run the callback (OnAddDone locks mu_) inline from
   // TryCancel. A call not started yet is cancelled as soon as it starts, and
   // cancelling a finished call is a no-op. `live` keeps the contexts valid.
   for (const auto& call : live) call->ctx.TryCancel();
+  for (const auto& call : live_lac) call->ctx.TryCancel();
   live.clear();
+  live_lac.clear();
   absl::MutexLock l(&mu_);
   auto returned = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return callbacks_pending_ == 0; };
   mu_.Await(absl::Condition(&returned));
@@ -124,6 +128,9 @@ void WriterState::AppendAsync(std::string payload, LedgerWriter::AddCallback don
     appended_length_ += payload.size();
     add->cumulative_length = appended_length_;
     add->entry = MakeEntry(id_, add->entry_id, lac_, appended_length_, payload);
+    // The entry tells the bookies lac_: no explicit write is due for it.
+    told_lac_ = lac_;
+    lac_untold_since_ = absl::InfiniteFuture();
     add->done = std::move(done);
     // Held back while this thread delivers a batch of callbacks (Deliver).
     const bool hold = delivering_ && OnWriterThread();
@@ -300,6 +307,7 @@ void WriterState::DeliverHeadLocked() {
   pending_.pop_front();
   lac_ = add->entry_id;
   lac_length_ = add->cumulative_length;
+  if (lac_untold_since_ == absl::InfiniteFuture()) lac_untold_since_ = absl::Now();
   to_deliver_.push_back(Delivery{std::move(add->done), add->entry_id});
 }
 
@@ -330,13 +338,78 @@ void WriterState::CollectDeliverableLocked() {
   while (!pending_.empty() && pending_.front()->ack_count >= ack_quorum_) DeliverHeadLocked();
 }
 
+absl::Time WriterState::ExplicitLacDueLocked() const {
+  const absl::Duration delay = core_->options.explicit_lac_delay;
+  if (delay == absl::InfiniteDuration() || lac_ <= told_lac_ || !error_.ok() || closing_ ||
+      closed_ || stop_ || changing_ensemble_) {
+    return absl::InfiniteFuture();
+  }
+  return lac_untold_since_ + delay;
+}
+
+std::vector<WriterState::LacCall*> WriterState::AwaitWorkLocked() {
+  const absl::Condition has_work(this, &WriterState::HasWorkLocked);
+  while (!HasWorkLocked()) {
+    const absl::Time due = ExplicitLacDueLocked();
+    if (due == absl::InfiniteFuture()) {
+      mu_.Await(has_work);
+      break;
+    }
+    if (mu_.AwaitWithDeadline(has_work, due)) break;
+    if (ExplicitLacDueLocked() > absl::Now()) continue;  // an append came meanwhile
+    std::vector<LacCall*> calls;
+    for (const Slot& slot : slots_) {
+      if (slot.failed) continue;
+      auto call = std::make_shared<LacCall>();
+      call->request.set_expected_instance_id(slot.instance_id);
+      call->request.set_ledger_id(id_);
+      call->request.set_lac(lac_);
+      call->conn = slot.conn;
+      ++stats_.lac_writes;
+      ++callbacks_pending_;
+      calls.push_back(call.get());
+      live_lac_calls_.emplace(call.get(), std::move(call));
+    }
+    told_lac_ = lac_;
+    lac_untold_since_ = absl::InfiniteFuture();
+    return calls;
+  }
+  return {};
+}
+
+void WriterState::SendLacCalls(std::vector<LacCall*> calls) {
+  const absl::Time deadline = absl::Now() + core_->options.rpc_timeout;
+  for (LacCall* call : calls) {
+    // Owned by live_lac_calls_ until OnLacDone, like an AddCall.
+    call->ctx.set_deadline(absl::ToChronoTime(deadline));
+    call->conn->stub->async()->WriteLac(&call->ctx, &call->request, &call->response,
+                                        [this, call](grpc::Status) { OnLacDone(call); });
+  }
+}
+
+void WriterState::OnLacDone(LacCall* call) {
+  std::shared_ptr<LacCall> owned;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = live_lac_calls_.find(call);
+    owned = std::move(it->second);
+    live_lac_calls_.erase(it);
+  }
+  // Not acted on: a refused or lost write only delays tailers, and the next
+  // add finds out about a fence or a failed bookie.
+  owned.reset();
+  absl::MutexLock l(&mu_);
+  --callbacks_pending_;
+}
+
 void WriterState::Run() {
   for (;;) {
     std::vector<Delivery> deliveries;
+    std::vector<LacCall*> lac_calls;
     bool change = false;
     {
       absl::MutexLock l(&mu_);
-      mu_.Await(absl::Condition(this, &WriterState::HasWorkLocked));
+      lac_calls = AwaitWorkLocked();
       CollectDeliverableLocked();
       deliveries.swap(to_deliver_);
       if (deliveries.empty()) {
@@ -350,6 +423,7 @@ void WriterState::Run() {
         delivering_ = true;
       }
     }
+    if (!lac_calls.empty()) SendLacCalls(std::move(lac_calls));
     if (!deliveries.empty()) Deliver(std::move(deliveries));
     if (change) RunEnsembleChange();
   }

@@ -40,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/client_context.h"
 #include "ledger/client_core.h"
 #include "ledger/ledger_writer.h"
@@ -117,6 +118,15 @@ class WriterState {
     uint64_t generation = 0;
   };
 
+  // One explicit WriteLac RPC (docs/ledger-protocol.md). Its answer is
+  // not acted on; it is owned by live_lac_calls_ until OnLacDone.
+  struct LacCall {
+    grpc::ClientContext ctx;
+    bookie::v1::WriteLacRequest request;
+    bookie::v1::WriteLacResponse response;
+    std::shared_ptr<BookieConn> conn;
+  };
+
   struct Delivery {
     LedgerWriter::AddCallback done;
     absl::StatusOr<int64_t> result;
@@ -128,6 +138,15 @@ class WriterState {
   void Deliver(std::vector<Delivery> deliveries) ABSL_LOCKS_EXCLUDED(mu_);
   bool OnWriterThread() const { return std::this_thread::get_id() == writer_thread_id_; }
   bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits until HasWorkLocked, or until an explicit LAC write is due: then
+  // returns the calls to send (registered and counted like Add calls).
+  std::vector<LacCall*> AwaitWorkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When the bookies should be told lac_ explicitly (InfiniteFuture: not
+  // now; the writer appends, is told already, failed, closes or changes
+  // its ensemble).
+  absl::Time ExplicitLacDueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendLacCalls(std::vector<LacCall*> calls) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnLacDone(LacCall* call) ABSL_LOCKS_EXCLUDED(mu_);
   bool NeedEnsembleChangeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CollectDeliverableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunEnsembleChange() ABSL_LOCKS_EXCLUDED(mu_);
@@ -176,6 +195,11 @@ class WriterState {
   uint64_t appended_length_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t lac_ ABSL_GUARDED_BY(mu_) = -1;
   uint64_t lac_length_ ABSL_GUARDED_BY(mu_) = 0;
+  // The highest LAC the bookies were told: carried by an appended entry or
+  // written explicitly.
+  int64_t told_lac_ ABSL_GUARDED_BY(mu_) = -1;
+  // Since when lac_ > told_lac_ with no append made (InfiniteFuture: not).
+  absl::Time lac_untold_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   // Adds lac_+1 .. next_entry_id_-1, in order, not yet delivered.
   std::deque<std::shared_ptr<PendingAdd>> pending_ ABSL_GUARDED_BY(mu_);
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
@@ -202,8 +226,9 @@ class WriterState {
   // Add RPCs made and not yet completed (sent or about to be), owned here so
   // that Shutdown can cancel them; OnAddDone takes its call out.
   absl::flat_hash_map<AddCall*, std::shared_ptr<AddCall>> live_calls_ ABSL_GUARDED_BY(mu_);
-  // Calls made whose OnAddDone has not returned yet. The state must not be
-  // destroyed before it is 0 (callbacks point at it).
+  absl::flat_hash_map<LacCall*, std::shared_ptr<LacCall>> live_lac_calls_ ABSL_GUARDED_BY(mu_);
+  // Calls made whose OnAddDone (OnLacDone) has not returned yet. The state
+  // must not be destroyed before it is 0 (callbacks point at it).
   int callbacks_pending_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::thread thread_;

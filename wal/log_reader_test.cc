@@ -58,6 +58,30 @@ TEST_F(LogReaderTest, TailingReaderSeesCommittedRecordsAsTheWriterGoesAndAcrossA
   for (const LogRecord& r : seen) EXPECT_EQ(r.data, RecordFor("t", (r.seqno - 1) % 20, 500));
 }
 
+// When the writer goes quiet, its ledger writes the LAC explicitly, so a
+// tailing reader gets every acknowledged record without another append or
+// a close (docs/ledger-protocol.md, "Explicit LAC writes").
+TEST_F(LogReaderTest, TailingReaderGetsAnIdleWritersLastRecords) {
+  LKV_ASSIGN_OR_FAIL(auto writer, LogWriter::Open(options_, "log-idle"));
+  LKV_ASSIGN_OR_FAIL(auto reader, LogReader::Open(options_, "log-idle", 1));
+  uint64_t appended = 0;
+  for (auto& r : AppendAll(*writer, "i", 30, 200)) {
+    LKV_ASSERT_OK(r);
+    appended = *r;
+  }
+  std::vector<LogRecord> seen;
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (seen.size() < appended && absl::Now() < give_up) {
+    LKV_ASSIGN_OR_FAIL(auto got, reader->Next());
+    if (got.empty()) absl::SleepFor(absl::Milliseconds(20));
+    seen.insert(seen.end(), got.begin(), got.end());
+  }
+  ASSERT_EQ(seen.size(), appended) << "the idle writer's last records stayed invisible";
+  ExpectContiguous(seen, 1);
+  EXPECT_EQ(seen.back().data, RecordFor("i", 29, 200));
+  LKV_ASSERT_OK(writer->Close());
+}
+
 TEST_F(LogReaderTest, ReadThroughStopsExactlyAtTheRequestedSeqnoEvenInsideAnEntry) {
   LKV_ASSIGN_OR_FAIL(auto writer, LogWriter::Open(options_, "log-rt"));
   for (auto& r : AppendAll(*writer, "r", 200)) LKV_ASSERT_OK(r);

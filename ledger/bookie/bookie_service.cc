@@ -239,6 +239,23 @@ grpc::ServerUnaryReactor* BookieServiceImpl::ReadLac(grpc::CallbackServerContext
   return reactor;
 }
 
+grpc::ServerUnaryReactor* BookieServiceImpl::WriteLac(grpc::CallbackServerContext* ctx,
+                                                      const v1::WriteLacRequest* req,
+                                                      v1::WriteLacResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!Admit(reactor)) return reactor;
+  if (InstanceMismatch(req->expected_instance_id())) {
+    resp->set_code(v1::INSTANCE_MISMATCH);
+  } else {
+    // In memory, no disk: answered at once.
+    const auto [code, lac] = storage_->SetExplicitLac(req->ledger_id(), req->lac());
+    resp->set_code(code);
+    resp->set_lac(lac);
+  }
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* BookieServiceImpl::GetInfo(grpc::CallbackServerContext* ctx,
                                                      const v1::GetInfoRequest* req,
                                                      v1::GetInfoResponse* resp) {

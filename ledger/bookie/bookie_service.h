@@ -57,6 +57,9 @@ class BookieServiceImpl final : public v1::Bookie::CallbackService {
   grpc::ServerUnaryReactor* ReadLac(grpc::CallbackServerContext* ctx,
                                     const v1::ReadLacRequest* req,
                                     v1::ReadLacResponse* resp) override;
+  grpc::ServerUnaryReactor* WriteLac(grpc::CallbackServerContext* ctx,
+                                     const v1::WriteLacRequest* req,
+                                     v1::WriteLacResponse* resp) override;
   grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* ctx,
                                     const v1::GetInfoRequest* req,
                                     v1::GetInfoResponse* resp) override;

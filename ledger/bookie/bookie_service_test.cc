@@ -33,10 +33,12 @@ class BookieServiceTest : public ::testing::Test {
  protected:
   void SetUp() override { Start(nullptr); }
 
-  void Start(Env* env) {
+  // Starts a bookie on a new data directory, or on the last one (a restart).
+  void Start(Env* env, bool same_dir = false) {
     server_.reset();
+    if (!same_dir) data_dir_ = NewTempDir("service");
     BookieOptions o;
-    o.data_dir = NewTempDir("service");
+    o.data_dir = data_dir_;
     o.env = env;
     o.bookie_id = "bookie-under-test";
     auto s = BookieServer::Start(o);
@@ -86,6 +88,51 @@ class BookieServiceTest : public ::testing::Test {
     return stub_->ReadLac(&ctx, req, resp);
   }
 
+  // An async ReadLac long poll on `ledger` waiting for a LAC above `at_most`.
+  struct LongPoll {
+    v1::ReadLacRequest req;
+    v1::ReadLacResponse resp;
+    grpc::ClientContext ctx;
+    absl::Notification done;
+    grpc::Status status;
+  };
+  std::unique_ptr<LongPoll> StartLongPoll(uint64_t ledger, int64_t at_most) {
+    auto poll = std::make_unique<LongPoll>();
+    poll->req.set_ledger_id(ledger);
+    poll->req.set_wait_if_lac_at_most(at_most);
+    poll->req.set_wait_timeout_ms(20000);
+    Deadline(&poll->ctx, 30);
+    LongPoll* p = poll.get();
+    stub_->async()->ReadLac(&p->ctx, &p->req, &p->resp, [p](grpc::Status s) {
+      p->status = s;
+      p->done.Notify();
+    });
+    return poll;
+  }
+
+  v1::WriteLacResponse WriteLac(uint64_t ledger, int64_t lac, std::string instance = "") {
+    v1::WriteLacRequest req;
+    req.set_ledger_id(ledger);
+    req.set_lac(lac);
+    req.set_expected_instance_id(std::move(instance));
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::WriteLacResponse resp;
+    grpc::Status st = stub_->WriteLac(&ctx, req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp;
+  }
+
+  int64_t LacOf(uint64_t ledger) {
+    v1::ReadLacRequest req;
+    req.set_ledger_id(ledger);
+    req.set_wait_if_lac_at_most(-2);
+    v1::ReadLacResponse resp;
+    EXPECT_TRUE(ReadLac(req, &resp).ok());
+    EXPECT_EQ(resp.code(), v1::OK);
+    return resp.lac();
+  }
+
   v1::GetInfoResponse Info() {
     grpc::ClientContext ctx;
     Deadline(&ctx);
@@ -94,6 +141,7 @@ class BookieServiceTest : public ::testing::Test {
     return resp;
   }
 
+  std::string data_dir_;
   std::unique_ptr<BookieServer> server_;
   std::unique_ptr<v1::Bookie::Stub> stub_;
 };
@@ -222,29 +270,17 @@ TEST_F(BookieServiceTest, InstanceMismatchIsNeverNoSuchEntry) {
 
 TEST_F(BookieServiceTest, ReadLacLongPollCompletesWhenAnAddArrives) {
   ASSERT_EQ(Add(1, 0, 1), std::vector<v1::Code>{v1::OK});  // lac -1
-  v1::ReadLacRequest req;
-  req.set_ledger_id(1);
-  req.set_wait_if_lac_at_most(-1);
-  req.set_wait_timeout_ms(20000);
-  v1::ReadLacResponse resp;
-  grpc::ClientContext ctx;
-  Deadline(&ctx, 30);
-  absl::Notification done;
-  grpc::Status status;
   const absl::Time start = absl::Now();
-  stub_->async()->ReadLac(&ctx, &req, &resp, [&](grpc::Status s) {
-    status = s;
-    done.Notify();
-  });
-  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
+  auto poll = StartLongPoll(1, -1);
+  EXPECT_FALSE(poll->done.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
   ASSERT_EQ(Add(1, 1, 1), std::vector<v1::Code>{v1::OK});  // lac 0
-  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(poll->done.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  EXPECT_EQ(resp.code(), v1::OK);
-  EXPECT_EQ(resp.lac(), 0);
-  EXPECT_EQ(resp.last_entry_id(), 1);
-  EXPECT_FALSE(resp.fenced());
+  ASSERT_TRUE(poll->status.ok()) << poll->status.error_message();
+  EXPECT_EQ(poll->resp.code(), v1::OK);
+  EXPECT_EQ(poll->resp.lac(), 0);
+  EXPECT_EQ(poll->resp.last_entry_id(), 1);
+  EXPECT_FALSE(poll->resp.fenced());
 }
 
 TEST_F(BookieServiceTest, ReadLacLongPollTimesOut) {
@@ -259,6 +295,76 @@ TEST_F(BookieServiceTest, ReadLacLongPollTimesOut) {
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));
   EXPECT_EQ(resp.code(), v1::OK);
   EXPECT_EQ(resp.lac(), 1);
+}
+
+// An idle writer's explicit LAC (docs/ledger-protocol.md, "Explicit LAC
+// writes"): ReadLac answers it, it never lowers the LAC, bad input changes
+// nothing, and it is kept in memory only.
+TEST_F(BookieServiceTest, WriteLacRaisesTheLacReadLacAnswersAndNeverLowersIt) {
+  ASSERT_EQ(Add(1, 0, 3), std::vector<v1::Code>(3, v1::OK));  // piggybacked lac 1
+  ASSERT_EQ(LacOf(1), 1);
+
+  v1::WriteLacResponse resp = WriteLac(1, 2);
+  EXPECT_EQ(resp.code(), v1::OK);
+  EXPECT_EQ(resp.lac(), 2);
+  EXPECT_EQ(LacOf(1), 2);
+  resp = WriteLac(1, 0);  // a late, lower one
+  EXPECT_EQ(resp.code(), v1::OK);
+  EXPECT_EQ(resp.lac(), 2);
+  EXPECT_EQ(LacOf(1), 2);
+
+  // Bad input: a clear code, and the LAC stays.
+  EXPECT_EQ(WriteLac(1, -7).code(), v1::INVALID);
+  EXPECT_EQ(WriteLac(1, 9, "not-this-bookie").code(), v1::INSTANCE_MISMATCH);
+  EXPECT_EQ(LacOf(1), 2);
+  // A ledger the bookie holds nothing of gets no state.
+  EXPECT_EQ(WriteLac(77, 5).code(), v1::NO_SUCH_LEDGER);
+  {
+    v1::ReadLacRequest req;
+    req.set_ledger_id(77);
+    req.set_wait_if_lac_at_most(-2);
+    v1::ReadLacResponse lac;
+    ASSERT_TRUE(ReadLac(req, &lac).ok());
+    EXPECT_EQ(lac.code(), v1::NO_SUCH_LEDGER);
+  }
+
+  // Later adds carrying a lower piggybacked LAC keep the explicit one.
+  ASSERT_EQ(Add(1, 3, 1), std::vector<v1::Code>{v1::OK});  // carries lac 2
+  EXPECT_EQ(LacOf(1), 2);
+  ASSERT_EQ(Add(1, 4, 2), std::vector<v1::Code>(2, v1::OK));  // carries lac 4
+  EXPECT_EQ(LacOf(1), 4);
+
+  // In memory only: after a restart the piggybacked LAC is answered.
+  EXPECT_EQ(WriteLac(1, 5).lac(), 5);
+  Start(nullptr, /*same_dir=*/true);
+  EXPECT_EQ(LacOf(1), 4);
+}
+
+TEST_F(BookieServiceTest, WriteLacWakesLongPollsAndIsRefusedOnAFencedLedger) {
+  ASSERT_EQ(Add(1, 0, 2), std::vector<v1::Code>(2, v1::OK));  // lac 0
+  auto poll = StartLongPoll(1, 0);
+  EXPECT_FALSE(poll->done.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
+  EXPECT_EQ(WriteLac(1, 1).code(), v1::OK);  // no add: only the explicit LAC moves
+  ASSERT_TRUE(poll->done.WaitForNotificationWithTimeout(absl::Seconds(10)))
+      << "the long poll did not wake on the explicit LAC";
+  ASSERT_TRUE(poll->status.ok()) << poll->status.error_message();
+  EXPECT_EQ(poll->resp.code(), v1::OK);
+  EXPECT_EQ(poll->resp.lac(), 1);
+  EXPECT_EQ(poll->resp.last_entry_id(), 1);
+
+  // A fenced ledger takes no LAC from its deposed writer.
+  v1::ReadLacRequest fence;
+  fence.set_ledger_id(1);
+  fence.set_fence(true);
+  fence.set_wait_if_lac_at_most(-2);
+  v1::ReadLacResponse fenced;
+  ASSERT_TRUE(ReadLac(fence, &fenced).ok());
+  ASSERT_EQ(fenced.code(), v1::OK);
+  EXPECT_EQ(fenced.lac(), 1);  // the fencing read sees the explicit LAC too
+  v1::WriteLacResponse refused = WriteLac(1, 5);
+  EXPECT_EQ(refused.code(), v1::FENCED);
+  EXPECT_EQ(refused.lac(), 1);
+  EXPECT_EQ(LacOf(1), 1);
 }
 
 TEST_F(BookieServiceTest, FenceByReadLacAndRead) {
@@ -358,20 +464,12 @@ TEST_F(BookieServiceTest, FailedSyncMakesBookieReadOnlyButReadable) {
 
 TEST_F(BookieServiceTest, ShutdownAnswersPendingLongPolls) {
   ASSERT_EQ(Add(1, 0, 1), std::vector<v1::Code>{v1::OK});
-  v1::ReadLacRequest req;
-  req.set_ledger_id(1);
-  req.set_wait_if_lac_at_most(5);
-  req.set_wait_timeout_ms(60000);
-  v1::ReadLacResponse resp;
-  grpc::ClientContext ctx;
-  Deadline(&ctx, 60);
-  absl::Notification done;
-  stub_->async()->ReadLac(&ctx, &req, &resp, [&](grpc::Status) { done.Notify(); });
+  auto poll = StartLongPoll(1, 5);  // waits up to 20 s
   absl::SleepFor(absl::Milliseconds(100));
   const absl::Time start = absl::Now();
   server_->Shutdown();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(poll->done.WaitForNotificationWithTimeout(absl::Seconds(5)));
 }
 
 }  // namespace

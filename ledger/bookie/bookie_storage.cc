@@ -392,7 +392,36 @@ std::optional<LedgerState> BookieStorage::GetLedger(uint64_t ledger_id) const {
   absl::MutexLock l(&mu_);
   auto it = ledgers_.find(ledger_id);
   if (it == ledgers_.end()) return std::nullopt;
-  return it->second;
+  LedgerState st = it->second;
+  st.lac = LacLocked(ledger_id, st);
+  return st;
+}
+
+int64_t BookieStorage::LacLocked(uint64_t ledger_id, const LedgerState& st) const {
+  auto it = explicit_lacs_.find(ledger_id);
+  return it == explicit_lacs_.end() ? st.lac : std::max(st.lac, it->second);
+}
+
+std::pair<Code, int64_t> BookieStorage::SetExplicitLac(uint64_t ledger_id, int64_t lac) {
+  int64_t now;
+  bool raised = false;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = ledgers_.find(ledger_id);
+    if (it == ledgers_.end()) return {v1::NO_SUCH_LEDGER, -1};
+    const int64_t before = LacLocked(ledger_id, it->second);
+    if (lac < -1) return {v1::INVALID, before};
+    if (it->second.fenced) return {v1::FENCED, before};
+    if (lac > before) {
+      explicit_lacs_[ledger_id] = lac;
+      raised = true;
+    }
+    now = std::max(before, lac);
+  }
+  // Outside mu_: waiters read the state again (FillLac). One registered
+  // after the update above saw the new LAC in WaitForLac.
+  if (raised) lac_waiters_.Notify(ledger_id, now);
+  return {v1::OK, now};
 }
 
 void BookieStorage::WaitForLac(uint64_t ledger_id, int64_t at_most, absl::Time deadline,
@@ -401,7 +430,7 @@ void BookieStorage::WaitForLac(uint64_t ledger_id, int64_t at_most, absl::Time d
   {
     absl::MutexLock l(&mu_);
     auto it = ledgers_.find(ledger_id);
-    const int64_t lac = it == ledgers_.end() ? -1 : it->second.lac;
+    const int64_t lac = it == ledgers_.end() ? -1 : LacLocked(ledger_id, it->second);
     if (lac > at_most) {
       wake = LacWaiters::Wake::kAdvanced;
     } else if (lac_waiters_.Add(ledger_id, at_most, deadline, &done)) {

@@ -148,8 +148,15 @@ class BookieStorage {
   Code ReadEntry(uint64_t ledger_id, int64_t entry_id, v1::Entry* entry);
 
   // The state of a ledger, or nullopt when the storage holds neither
-  // entries nor a fence mark for it.
+  // entries nor a fence mark for it. Its `lac` is the higher of the
+  // piggybacked LAC and the explicit one (SetExplicitLac).
   std::optional<LedgerState> GetLedger(uint64_t ledger_id) const;
+
+  // Raises the ledger's LAC to `lac` as its writer said explicitly (kept in
+  // memory only; never lowers it) and wakes the long polls it satisfies.
+  // Returns OK, NO_SUCH_LEDGER (nothing held of it: no state is created),
+  // FENCED or INVALID (lac < -1), and the LAC GetLedger now reports.
+  std::pair<Code, int64_t> SetExplicitLac(uint64_t ledger_id, int64_t lac);
 
   // Long poll: runs `done` with kAdvanced once the ledger's LAC is above
   // `at_most` (at once, on this thread, if it already is), kTimeout at
@@ -193,6 +200,9 @@ class BookieStorage {
   std::vector<uint64_t> JournalFiles() const;
 
  private:
+  // The ledger's LAC: the higher of the piggybacked and the explicit one.
+  int64_t LacLocked(uint64_t ledger_id, const LedgerState& st) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct WriteItem {
     enum class Kind : uint8_t { kEntry, kFence, kCopy };
     Kind kind = Kind::kEntry;
@@ -323,6 +333,9 @@ class BookieStorage {
   std::string read_only_reason_ ABSL_GUARDED_BY(mu_);
   absl::AnyInvocable<void()> read_only_listener_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, LedgerState> ledgers_ ABSL_GUARDED_BY(mu_);
+  // LACs written explicitly by writers (SetExplicitLac), for ledgers in
+  // ledgers_, dropped once the piggybacked LAC catches up; in memory only.
+  absl::flat_hash_map<uint64_t, int64_t> explicit_lacs_ ABSL_GUARDED_BY(mu_);
   // Ledgers whose state changed since the last checkpoint wrote them.
   absl::flat_hash_set<uint64_t> dirty_ledgers_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::shared_ptr<RandomAccessFile>> files_ ABSL_GUARDED_BY(mu_);

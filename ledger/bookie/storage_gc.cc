@@ -63,6 +63,7 @@ absl::Status BookieStorage::DeleteLedgers(absl::Span<const uint64_t> ledger_ids)
     absl::MutexLock l(&mu_);
     for (uint64_t id : ledger_ids) {
       ledgers_.erase(id);
+      explicit_lacs_.erase(id);
       dirty_ledgers_.erase(id);
     }
     absl::erase_if(recent_, [&](const auto& kv) { return dead.contains(kv.first.ledger_id); });

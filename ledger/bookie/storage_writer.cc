@@ -322,6 +322,10 @@ void BookieStorage::PublishBatch(std::vector<std::unique_ptr<WriteRequest>>& bat
     LedgerState& cur = ledgers_[ledger];
     if (st.lac > cur.lac) lac_changes->emplace_back(ledger, st.lac);
     cur = st;
+    if (!explicit_lacs_.empty()) {
+      auto it = explicit_lacs_.find(ledger);
+      if (it != explicit_lacs_.end() && it->second <= st.lac) explicit_lacs_.erase(it);
+    }
     // Written to the index at the next checkpoint; replay recomputes them
     // for the journal after it.
     dirty_ledgers_.insert(ledger);
