@@ -80,6 +80,7 @@ commands:
   table list
   table describe NAME
   table drop NAME
+  bookie info HOST:PORT            a bookie's identity, state (read-only and why) and counters
 exit codes: 0 ok, 1 server error (code and message on stderr), 2 usage or input error, 3 key not found
 )";
 }
@@ -261,6 +262,13 @@ absl::StatusOr<CtlCommand> ParseCtlArgs(const std::vector<std::string>& args) {
       return Usage(absl::StrCat("unknown table command \"", sub,
                                 "\" (expected create, list, describe or drop)"));
     }
+  } else if (command == "bookie") {
+    if (pos.size() < 2 || pos[1] != "info") {
+      return Usage("usage: ledgerkvctl bookie info HOST:PORT");
+    }
+    cmd.kind = CtlCommand::Kind::kBookieInfo;
+    if (auto s = Arity(pos, 2, 1, 1, "bookie info HOST:PORT"); !s.ok()) return s;
+    cmd.bookie_address = pos[2];
   } else {
     return Usage(absl::StrCat("unknown command \"", command, "\""));
   }

@@ -28,6 +28,7 @@ struct CtlCommand {
     kTableDrop,
     kTableList,
     kTableDescribe,
+    kBookieInfo,
   };
   Kind kind = Kind::kHelp;
 
@@ -47,6 +48,7 @@ struct CtlCommand {
   int64_t delta = 1;                    // incr
   std::string name;                     // table commands
   std::vector<std::string> split_keys;  // table create
+  std::string bookie_address;           // bookie info: host:port of a bookie
 };
 
 // Parses the arguments after the program name. INVALID_ARGUMENT naming the

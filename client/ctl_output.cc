@@ -165,4 +165,27 @@ std::string FormatTableList(const v1::ListTablesResponse& r, OutputFormat f) {
   return absl::StrCat("{\"names\":[", absl::StrJoin(names, ","), "]}\n");
 }
 
+std::string FormatBookieInfo(const bookie::v1::GetInfoResponse& r, OutputFormat f) {
+  const char* state = r.state() == bookie::v1::WRITABLE          ? "WRITABLE"
+                      : r.state() == bookie::v1::READ_ONLY_STATE ? "READ_ONLY"
+                                                                 : "UNKNOWN";
+  if (f == OutputFormat::kText) {
+    std::string out = absl::StrCat("bookie_id: ", r.bookie_id(), "\ninstance_id: ",
+                                   r.instance_id(), "\nstate: ", state, "\n");
+    if (!r.read_only_reason().empty()) {
+      absl::StrAppend(&out, "read_only_reason: ", r.read_only_reason(), "\n");
+    }
+    absl::StrAppend(&out, "ledgers: ", r.ledger_count(), "\njournal_bytes: ", r.journal_bytes(),
+                    "\nentries_added: ", r.entries_added(), "\nsyncs: ", r.syncs(),
+                    "\nread_requests: ", r.read_requests(), "\n");
+    return out;
+  }
+  return absl::StrCat("{\"bookie_id\":", JsonQuote(r.bookie_id()),
+                      ",\"instance_id\":", JsonQuote(r.instance_id()), ",\"state\":\"", state,
+                      "\",\"read_only_reason\":", JsonQuote(r.read_only_reason()),
+                      ",\"ledgers\":", r.ledger_count(), ",\"journal_bytes\":", r.journal_bytes(),
+                      ",\"entries_added\":", r.entries_added(), ",\"syncs\":", r.syncs(),
+                      ",\"read_requests\":", r.read_requests(), "}\n");
+}
+
 }  // namespace ledgerkv::client

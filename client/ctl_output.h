@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "client/ctl_args.h"
+#include "proto/bookie.pb.h"
 #include "proto/kv.pb.h"
 
 namespace ledgerkv::client {
@@ -25,5 +26,7 @@ std::string FormatRanges(const std::string& table,
                          const google::protobuf::RepeatedPtrField<v1::RangeInfo>& ranges,
                          OutputFormat f);
 std::string FormatTableList(const v1::ListTablesResponse& r, OutputFormat f);
+// `ledgerkvctl bookie info`: one "name: value" line per field, or one object.
+std::string FormatBookieInfo(const bookie::v1::GetInfoResponse& r, OutputFormat f);
 
 }  // namespace ledgerkv::client

@@ -7,10 +7,15 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "client/ctl_args.h"
 #include "client/ctl_output.h"
 #include "client/kv_client.h"
 #include "client/txn_json.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "proto/bookie.grpc.pb.h"
 
 namespace ledgerkv::client {
 namespace {
@@ -33,6 +38,24 @@ int Print(const absl::StatusOr<T>& r, Format format, std::ostream& out, std::ost
   return kExitOk;
 }
 
+// `bookie info`: GetInfo from one bookie (not through a KV server).
+int BookieInfo(const CtlCommand& cmd, std::ostream& out, std::ostream& err) {
+  auto stub = bookie::v1::Bookie::NewStub(
+      grpc::CreateChannel(cmd.bookie_address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + cmd.timeout));
+  bookie::v1::GetInfoResponse info;
+  const grpc::Status st = stub->GetInfo(&ctx, bookie::v1::GetInfoRequest(), &info);
+  if (!st.ok()) {
+    return ServerError(absl::Status(static_cast<absl::StatusCode>(st.error_code()),
+                                    absl::StrCat("bookie ", cmd.bookie_address, ": ",
+                                                 st.error_message())),
+                       err);
+  }
+  out << FormatBookieInfo(info, cmd.output);
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunCtl(const std::vector<std::string>& args, std::istream& in, std::ostream& out,
@@ -44,6 +67,7 @@ int RunCtl(const std::vector<std::string>& args, std::istream& in, std::ostream&
     out << CtlUsage();
     return kExitOk;
   }
+  if (cmd.kind == CtlCommand::Kind::kBookieInfo) return BookieInfo(cmd, out, err);
 
   // Input is read and checked before connecting: a malformed transaction
   // sends nothing.
@@ -65,6 +89,7 @@ int RunCtl(const std::vector<std::string>& args, std::istream& in, std::ostream&
 
   switch (cmd.kind) {
     case CtlCommand::Kind::kHelp:
+    case CtlCommand::Kind::kBookieInfo:
       return kExitOk;
     case CtlCommand::Kind::kPut: {
       v1::PutRequest req;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/client_test_util.h"
+#include "client/ctl_output.h"
 #include "client/ctl_run.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -189,6 +190,65 @@ TEST_F(LedgerkvctlTest, TableDropRemovesTable) {
   CtlResult gone = Ctl("tour_drop", {"get", "k"});
   EXPECT_EQ(gone.exit_code, kExitServerError);
   EXPECT_THAT(gone.err, HasSubstr("NOT_FOUND"));
+}
+
+// An operator checks a bookie of a cluster: its identity, whether it takes
+// writes (and if not, why), and its counters, as text or JSON; a bookie that
+// does not answer is exit code 1 with the reason, bad usage exit code 2.
+TEST(LedgerkvctlBookieTest, BookieInfoShowsIdentityStateAndCounters) {
+  testing::TempDir dir;
+  auto bookie = testing::Process::Start(
+      {testing::BinaryPath("kv_server/ledgerkv"), "bookie", "--data-dir", dir.path(), "--listen",
+       absl::StrCat("127.0.0.1:", testing::FreePort())},
+      " listening on ", absl::Seconds(30));
+  ASSERT_TRUE(bookie.ok()) << bookie.status();
+  // "bookie <id> listening on <addr> instance <instance id>"
+  const std::vector<std::string> words =
+      absl::StrSplit((*bookie)->ready_line(), ' ', absl::SkipWhitespace());
+  ASSERT_EQ(words.size(), 7u) << (*bookie)->ready_line();
+  const std::string address = words[4];
+  const std::string instance = words[6];
+
+  CtlResult text = RunCtlBinary({"bookie", "info", address});
+  ASSERT_EQ(text.exit_code, kExitOk) << text.err;
+  const std::vector<std::string> lines = Lines(text.out);
+  EXPECT_THAT(lines, ::testing::Contains(absl::StrCat("bookie_id: ", words[1])));
+  EXPECT_THAT(lines, ::testing::Contains(absl::StrCat("instance_id: ", instance)));
+  EXPECT_THAT(lines, ::testing::Contains("state: WRITABLE"));
+  EXPECT_THAT(text.out, Not(HasSubstr("read_only_reason")));
+  EXPECT_THAT(text.out, HasSubstr("\nsyncs: "));
+
+  CtlResult json = RunCtlBinary({"-o", "json", "bookie", "info", address});
+  ASSERT_EQ(json.exit_code, kExitOk) << json.err;
+  EXPECT_THAT(json.out, HasSubstr(absl::StrCat("\"instance_id\":\"", instance, "\"")));
+  EXPECT_THAT(json.out, HasSubstr("\"state\":\"WRITABLE\""));
+
+  CtlResult down = RunCtlBinary(
+      {"--timeout", "2s", "bookie", "info", absl::StrCat("127.0.0.1:", testing::FreePort())});
+  EXPECT_EQ(down.exit_code, kExitServerError);
+  EXPECT_THAT(down.err, HasSubstr("bookie 127.0.0.1:"));
+  EXPECT_EQ(down.out, "");
+
+  CtlResult usage = RunCtlBinary({"bookie", "info"});
+  EXPECT_EQ(usage.exit_code, kExitUsage);
+  EXPECT_THAT(usage.err, HasSubstr("usage: ledgerkvctl bookie info HOST:PORT"));
+  EXPECT_EQ(RunCtlBinary({"bookie", "stats", address}).exit_code, kExitUsage);
+}
+
+// A read-only bookie says so, and why (the text an operator greps for).
+TEST(LedgerkvctlBookieTest, BookieInfoOfAReadOnlyBookieNamesTheReason) {
+  bookie::v1::GetInfoResponse info;
+  info.set_bookie_id("b1");
+  info.set_state(bookie::v1::READ_ONLY_STATE);
+  info.set_read_only_reason("journal fdatasync failed: No space left on device");
+  const std::string text = FormatBookieInfo(info, OutputFormat::kText);
+  EXPECT_THAT(Lines(text), ::testing::Contains("state: READ_ONLY"));
+  EXPECT_THAT(Lines(text), ::testing::Contains(
+                               "read_only_reason: journal fdatasync failed: No space left on device"));
+  const std::string json = FormatBookieInfo(info, OutputFormat::kJson);
+  EXPECT_THAT(json, HasSubstr("\"state\":\"READ_ONLY\""));
+  EXPECT_THAT(json, HasSubstr("\"read_only_reason\":\"journal fdatasync failed: No space left on "
+                              "device\""));
 }
 
 }  // namespace
