@@ -412,7 +412,8 @@ TEST(LedgerRecoveryTest, L9_RecovererWhoseCloseLosesAdoptsTheWinnersResult) {
 
 TEST(LedgerRecoveryTest, L2_RecoveryReplacesDeadBookieBeforeNamingItInMetadata) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
-  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  // No explicit LAC write: the bookies must know only the piggybacked LAC.
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClientWithoutExplicitLac());
   // Qa = Qw: a re-add cannot complete without every member of a write set.
   LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 3)));
   const uint64_t id = writer->id();
@@ -532,7 +533,8 @@ TEST(LedgerRecoveryTest, RecoveryFindsABookieThatReRegisteredAtANewAddress) {
 TEST(LedgerRecoveryTest, ForwardReadsDoNotRefenceBookiesAlreadyConfirmedFenced) {
   ScopedFaultPoints faults;
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
-  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  // No explicit LAC write either, which could raise the bookies' LAC.
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClientWithoutExplicitLac());
   LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
   const uint64_t id = writer->id();
   // All in flight at once: they carry a low LAC, so recovery reads them all.

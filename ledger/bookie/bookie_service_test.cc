@@ -90,6 +90,11 @@ class BookieServiceTest : public ::testing::Test {
 
   // An async ReadLac long poll on `ledger` waiting for a LAC above `at_most`.
   struct LongPoll {
+    // A test that stops early must not free a call gRPC still uses.
+    ~LongPoll() {
+      ctx.TryCancel();
+      done.WaitForNotification();
+    }
     v1::ReadLacRequest req;
     v1::ReadLacResponse resp;
     grpc::ClientContext ctx;
