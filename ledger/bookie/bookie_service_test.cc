@@ -128,12 +128,18 @@ class BookieServiceTest : public ::testing::Test {
     return resp;
   }
 
-  int64_t LacOf(uint64_t ledger) {
+  // ReadLac without a long poll, fencing the ledger first if `fence`.
+  grpc::Status ReadLacNow(uint64_t ledger, bool fence, v1::ReadLacResponse* resp) {
     v1::ReadLacRequest req;
     req.set_ledger_id(ledger);
+    req.set_fence(fence);
     req.set_wait_if_lac_at_most(-2);
+    return ReadLac(req, resp);
+  }
+
+  int64_t LacOf(uint64_t ledger) {
     v1::ReadLacResponse resp;
-    EXPECT_TRUE(ReadLac(req, &resp).ok());
+    EXPECT_TRUE(ReadLacNow(ledger, /*fence=*/false, &resp).ok());
     EXPECT_EQ(resp.code(), v1::OK);
     return resp.lac();
   }
@@ -229,11 +235,8 @@ TEST_F(BookieServiceTest, UnknownLedgerAndBadArguments) {
   resp.Clear();
   ASSERT_TRUE(Read(req, &resp).ok());
   EXPECT_EQ(resp.code(), v1::INVALID);
-  v1::ReadLacRequest lreq;
-  lreq.set_ledger_id(77);
-  lreq.set_wait_if_lac_at_most(-2);
   v1::ReadLacResponse lresp;
-  ASSERT_TRUE(ReadLac(lreq, &lresp).ok());
+  ASSERT_TRUE(ReadLacNow(77, /*fence=*/false, &lresp).ok());
   EXPECT_EQ(lresp.code(), v1::NO_SUCH_LEDGER);
 
   v1::AddRequest bad;
@@ -325,11 +328,8 @@ TEST_F(BookieServiceTest, WriteLacRaisesTheLacReadLacAnswersAndNeverLowersIt) {
   // A ledger the bookie holds nothing of gets no state.
   EXPECT_EQ(WriteLac(77, 5).code(), v1::NO_SUCH_LEDGER);
   {
-    v1::ReadLacRequest req;
-    req.set_ledger_id(77);
-    req.set_wait_if_lac_at_most(-2);
     v1::ReadLacResponse lac;
-    ASSERT_TRUE(ReadLac(req, &lac).ok());
+    ASSERT_TRUE(ReadLacNow(77, /*fence=*/false, &lac).ok());
     EXPECT_EQ(lac.code(), v1::NO_SUCH_LEDGER);
   }
 
@@ -358,12 +358,8 @@ TEST_F(BookieServiceTest, WriteLacWakesLongPollsAndIsRefusedOnAFencedLedger) {
   EXPECT_EQ(poll->resp.last_entry_id(), 1);
 
   // A fenced ledger takes no LAC from its deposed writer.
-  v1::ReadLacRequest fence;
-  fence.set_ledger_id(1);
-  fence.set_fence(true);
-  fence.set_wait_if_lac_at_most(-2);
   v1::ReadLacResponse fenced;
-  ASSERT_TRUE(ReadLac(fence, &fenced).ok());
+  ASSERT_TRUE(ReadLacNow(1, /*fence=*/true, &fenced).ok());
   ASSERT_EQ(fenced.code(), v1::OK);
   EXPECT_EQ(fenced.lac(), 1);  // the fencing read sees the explicit LAC too
   v1::WriteLacResponse refused = WriteLac(1, 5);
@@ -374,12 +370,8 @@ TEST_F(BookieServiceTest, WriteLacWakesLongPollsAndIsRefusedOnAFencedLedger) {
 
 TEST_F(BookieServiceTest, FenceByReadLacAndRead) {
   ASSERT_EQ(Add(1, 0, 3), std::vector<v1::Code>(3, v1::OK));
-  v1::ReadLacRequest lreq;
-  lreq.set_ledger_id(1);
-  lreq.set_fence(true);
-  lreq.set_wait_if_lac_at_most(-2);
   v1::ReadLacResponse lresp;
-  ASSERT_TRUE(ReadLac(lreq, &lresp).ok());
+  ASSERT_TRUE(ReadLacNow(1, /*fence=*/true, &lresp).ok());
   EXPECT_EQ(lresp.code(), v1::OK);
   EXPECT_TRUE(lresp.fenced());
   EXPECT_EQ(lresp.lac(), 1);
