@@ -23,108 +23,14 @@ namespace ledgerkv::ledger {
 namespace {
 
 using testing::AppendRange;
+using testing::Appender;
+using testing::ExpectFenced;
+using testing::MaxOf;
 using testing::BookieInfo;
 using testing::ExpectReadable;
 using testing::PayloadFor;
 using testing::Quorums;
 using testing::TestCluster;
-
-// Appends in the background, `window` adds in flight, until stopped or an
-// append fails; remembers every acknowledged id and the first error.
-class Appender {
- public:
-  Appender(LedgerWriter* writer, int window) : writer_(writer), window_(window) {
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~Appender() { Stop(); }
-
-  void Stop() {
-    {
-      absl::MutexLock l(&mu_);
-      stop_ = true;
-    }
-    if (thread_.joinable()) thread_.join();
-  }
-  // Stops issuing appends (those in flight stay in flight) and returns once
-  // the writer is no longer touched by this thread, so it may be destroyed.
-  void Halt() {
-    absl::MutexLock l(&mu_);
-    stop_ = true;
-    auto halted = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return halted_; };
-    mu_.Await(absl::Condition(&halted));
-  }
-  void WaitForAcks(int64_t n) {
-    absl::MutexLock l(&mu_);
-    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return static_cast<int64_t>(acked_.size()) >= n || !first_error_.ok();
-    };
-    mu_.Await(absl::Condition(&enough));
-  }
-  // Waits until the writer has failed (or `stop` was called and all
-  // callbacks returned).
-  void WaitForError() {
-    absl::MutexLock l(&mu_);
-    auto failed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !first_error_.ok(); };
-    mu_.Await(absl::Condition(&failed));
-  }
-  std::vector<int64_t> acked() {
-    absl::MutexLock l(&mu_);
-    return acked_;
-  }
-  absl::Status first_error() {
-    absl::MutexLock l(&mu_);
-    return first_error_;
-  }
-
- private:
-  void Run() {
-    for (int64_t i = 0;; ++i) {
-      {
-        absl::MutexLock l(&mu_);
-        auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return stop_ || !first_error_.ok() || in_flight_ < window_;
-        };
-        mu_.Await(absl::Condition(&ready));
-        if (stop_ || !first_error_.ok()) break;
-        ++in_flight_;
-      }
-      writer_->AppendAsync(PayloadFor(i), [this](absl::StatusOr<int64_t> r) {
-        absl::MutexLock l(&mu_);
-        --in_flight_;
-        if (r.ok()) {
-          acked_.push_back(*r);
-        } else if (first_error_.ok()) {
-          first_error_ = r.status();
-        }
-      });
-    }
-    absl::MutexLock l(&mu_);
-    halted_ = true;
-    auto drained = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ == 0; };
-    mu_.Await(absl::Condition(&drained));
-  }
-
-  LedgerWriter* const writer_;
-  const int window_;
-  absl::Mutex mu_;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  bool halted_ ABSL_GUARDED_BY(mu_) = false;
-  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<int64_t> acked_ ABSL_GUARDED_BY(mu_);
-  absl::Status first_error_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;
-};
-
-int64_t MaxOf(const std::vector<int64_t>& ids) {
-  int64_t m = -1;
-  for (int64_t id : ids) m = std::max(m, id);
-  return m;
-}
-
-void ExpectFenced(const absl::Status& status) {
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
-  EXPECT_NE(status.message().find("fenced"), std::string::npos) << status;
-}
 
 TEST(LedgerRecoveryTest, L3_AfterWriterCrashEveryEntryUpToLastIsReadableAndNoneAboveAcked) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
