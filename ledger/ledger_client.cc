@@ -85,7 +85,7 @@ absl::StatusOr<std::unique_ptr<LedgerReader>> LedgerClient::OpenLedger(uint64_t 
     loaded = RecoverLedger(*core_, id);
     if (!loaded.ok()) return loaded.status();
   }
-  auto reader = std::unique_ptr<LedgerReader>(new LedgerReader(core_, loaded->metadata));
+  auto reader = std::unique_ptr<LedgerReader>(new LedgerReader(core_, loaded->metadata, loaded->version));
   if (!reader->closed()) {
     // Best effort: the reader starts from the metadata's floor if no bookie
     // answers now; ReadLac/WaitForLac retry.

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -26,6 +27,7 @@ namespace ledgerkv::ledger {
 namespace {
 
 using testing::ExpectReadable;
+using testing::FlakyStore;
 using testing::PayloadFor;
 using testing::Quorums;
 using testing::TestCluster;
@@ -165,6 +167,49 @@ int CorruptJournal(const std::string& dir, const std::string& marker) {
 // striping (E > Qw), where each bookie holds only runs of Qw entries out of
 // every E: a chunk of up to 1024 entries costs one request per bookie it
 // needs, not one per run (docs/ledger-protocol.md, "Range reads").
+// Two refreshes of one reader race: the slower one read the metadata while
+// the ledger was OPEN and returns after the faster one saw it CLOSED. The
+// reader keeps the newer metadata: a closed ledger never reads as open
+// again, and a tailer is told it is closed instead of waiting for more.
+TEST(LedgerReadTest, AReaderNeverGoesBackToOlderMetadataThanItHasSeen) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto writer_client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, writer_client->CreateLedger(Quorums(3, 2, 2)));
+  for (int i = 0; i < 10; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
+
+  FlakyStore store(cluster->store());
+  absl::Notification held, release;
+  std::atomic<bool> hold_next{false};
+  store.after_get = [&](std::string_view) {
+    if (!hold_next.exchange(false)) return;
+    held.Notify();
+    release.WaitForNotification();
+  };
+  ClientOptions options;
+  options.metadata = &store;
+  options.rpc_timeout = absl::Seconds(2);
+  LKV_ASSIGN_OR_FAIL(auto client, LedgerClient::Create(options));
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+  ASSERT_FALSE(reader->closed());
+
+  hold_next = true;
+  std::thread slow([&] { IgnoreError(reader->ReadLac().status()); });
+  held.WaitForNotification();  // the slow refresh holds OPEN metadata
+  LKV_ASSERT_OK(writer->Close());
+  auto fast = reader->ReadLac();
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  EXPECT_EQ(*fast, 9);
+  ASSERT_TRUE(reader->closed());
+  release.Notify();
+  slow.join();
+
+  EXPECT_TRUE(reader->closed()) << "an older load turned the closed ledger back to open";
+  EXPECT_EQ(reader->metadata().state(), meta::v1::CLOSED);
+  EXPECT_EQ(reader->last_readable(), 9);
+  EXPECT_EQ(reader->WaitForLac(9, absl::Milliseconds(200)).status().code(),
+            absl::StatusCode::kOutOfRange);
+}
+
 TEST(LedgerReadTest, RangeReadSendsOneRequestPerBookiePerChunkAlsoWhenStriped) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
   LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());

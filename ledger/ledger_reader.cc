@@ -18,10 +18,12 @@ namespace {
 constexpr absl::Duration kPollSlice = absl::Seconds(1);
 }  // namespace
 
-LedgerReader::LedgerReader(std::shared_ptr<ClientCore> core, meta::v1::LedgerMetadata metadata)
+LedgerReader::LedgerReader(std::shared_ptr<ClientCore> core, meta::v1::LedgerMetadata metadata,
+                           int64_t version)
     : core_(std::move(core)), id_(metadata.id()) {
   absl::MutexLock l(&mu_);
   metadata_ = std::move(metadata);
+  version_ = version;
   if (metadata_.state() != meta::v1::CLOSED) {
     lac_ = metadata_.segments(metadata_.segments_size() - 1).first_entry_id() - 1;
   }
@@ -41,6 +43,12 @@ int64_t LedgerReader::LastReadableLocked() const {
   return metadata_.state() == meta::v1::CLOSED ? metadata_.last_entry_id() : lac_;
 }
 
+void LedgerReader::AdoptLocked(const meta::v1::LedgerMetadata& metadata, int64_t version) {
+  if (version <= version_) return;
+  metadata_ = metadata;
+  version_ = version;
+}
+
 int64_t LedgerReader::last_readable() const {
   absl::MutexLock l(&mu_);
   return LastReadableLocked();
@@ -49,12 +57,14 @@ int64_t LedgerReader::last_readable() const {
 absl::Status LedgerReader::Refresh(int64_t above, absl::Duration wait) {
   auto loaded = LoadLedger(*core_, id_);
   if (!loaded.ok()) return loaded.status();
+  meta::v1::LedgerMetadata metadata;
   {
     absl::MutexLock l(&mu_);
-    metadata_ = loaded->metadata;
+    AdoptLocked(loaded->metadata, loaded->version);
     if (metadata_.state() == meta::v1::CLOSED) return absl::OkStatus();
+    metadata = metadata_;
   }
-  auto lac = ReadLacFromBookies(*core_, loaded->metadata, above, wait);
+  auto lac = ReadLacFromBookies(*core_, metadata, above, wait);
   if (!lac.ok()) return lac.status();
   absl::MutexLock l(&mu_);
   lac_ = std::max(lac_, *lac);
@@ -124,9 +134,10 @@ absl::StatusOr<std::vector<LedgerEntry>> LedgerReader::Read(int64_t first, int64
     if (loaded.ok()) {
       {
         absl::MutexLock l(&mu_);
-        metadata_ = loaded->metadata;
+        AdoptLocked(loaded->metadata, loaded->version);
+        metadata = metadata_;
       }
-      entries = ReadReplicas(*core_, loaded->metadata, first, last);
+      entries = ReadReplicas(*core_, metadata, first, last);
     }
   }
   if (!entries.ok()) return entries.status();

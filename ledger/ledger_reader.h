@@ -73,18 +73,26 @@ class LedgerReader {
 
  private:
   friend class LedgerClient;
-  LedgerReader(std::shared_ptr<ClientCore> core, meta::v1::LedgerMetadata metadata);
+  // `version`: the metadata store's version of `metadata`.
+  LedgerReader(std::shared_ptr<ClientCore> core, meta::v1::LedgerMetadata metadata,
+               int64_t version);
 
   // Re-reads the metadata; if still unclosed, reads the LAC from the
   // bookies, long-polling up to `wait` for it to pass `above` (-2: no wait).
   absl::Status Refresh(int64_t above, absl::Duration wait);
   int64_t LastReadableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `metadata` unless what the reader holds is at least as new: two
+  // concurrent refreshes may finish in either order, and an older load
+  // must not turn a CLOSED ledger back into an OPEN one.
+  void AdoptLocked(const meta::v1::LedgerMetadata& metadata, int64_t version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<ClientCore> core_;
   const uint64_t id_;
 
   mutable absl::Mutex mu_;
   meta::v1::LedgerMetadata metadata_ ABSL_GUARDED_BY(mu_);
+  int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t lac_ ABSL_GUARDED_BY(mu_) = -1;
 };
 

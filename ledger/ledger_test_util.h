@@ -4,10 +4,13 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -26,6 +29,7 @@
 #include "ledger/bookie/bookie_server.h"
 #include "ledger/ledger_client.h"
 #include "metadata/embedded_store.h"
+#include "metadata/metadata_store.h"
 #include "proto/bookie.grpc.pb.h"
 
 namespace ledgerkv::ledger::testing {
@@ -347,6 +351,73 @@ inline void ExpectFenced(const absl::Status& status) {
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
   EXPECT_NE(status.message().find("fenced"), std::string::npos) << status;
 }
+
+// A MetadataStore that fails chosen calls with UNAVAILABLE, as a real store
+// does during a leader election or a network blip. `lose_put_replies`
+// applies the write and then reports UNAVAILABLE (a lost reply).
+// `after_get`, if set before the store is used, runs after each successful
+// Get with the key, before the value is returned (a test may block there
+// to delay a reply that is already read).
+class FlakyStore : public metadata::MetadataStore {
+ public:
+  explicit FlakyStore(metadata::MetadataStore* real) : real_(real) {}
+
+  std::atomic<int> fail_gets{0};
+  std::atomic<int> fail_lists{0};
+  std::atomic<int> lose_put_replies{0};
+  std::function<void(std::string_view key)> after_get;
+
+  absl::StatusOr<metadata::VersionedValue> Get(std::string_view key) override {
+    if (Take(fail_gets)) return absl::UnavailableError("flaky store: Get");
+    auto got = real_->Get(key);
+    if (got.ok() && after_get) after_get(key);
+    return got;
+  }
+  absl::StatusOr<metadata::Version> Put(std::string_view key, std::string_view value,
+                                        metadata::Version expected,
+                                        metadata::SessionId session) override {
+    auto put = real_->Put(key, value, expected, session);
+    if (put.ok() && Take(lose_put_replies)) return absl::UnavailableError("flaky store: Put reply");
+    return put;
+  }
+  absl::Status Delete(std::string_view key, metadata::Version expected) override {
+    return real_->Delete(key, expected);
+  }
+  absl::StatusOr<std::vector<metadata::KeyValue>> List(std::string_view prefix) override {
+    if (Take(fail_lists)) return absl::UnavailableError("flaky store: List");
+    return real_->List(prefix);
+  }
+  absl::StatusOr<metadata::TxnResult> Txn(const std::vector<metadata::TxnCompare>& compares,
+                                          const std::vector<metadata::TxnOp>& ops) override {
+    return real_->Txn(compares, ops);
+  }
+  absl::StatusOr<std::unique_ptr<metadata::WatchHandle>> Watch(
+      std::string_view prefix, metadata::Version from, metadata::WatchCallback cb) override {
+    return real_->Watch(prefix, from, std::move(cb));
+  }
+  absl::StatusOr<metadata::SessionId> CreateSession(
+      const metadata::SessionOptions& options) override {
+    return real_->CreateSession(options);
+  }
+  absl::Status KeepAlive(metadata::SessionId session) override {
+    return real_->KeepAlive(session);
+  }
+  absl::Status CloseSession(metadata::SessionId session) override {
+    return real_->CloseSession(session);
+  }
+  absl::StatusOr<metadata::Version> CurrentRevision() override {
+    return real_->CurrentRevision();
+  }
+
+ private:
+  static bool Take(std::atomic<int>& n) {
+    int left = n.load();
+    while (left > 0 && !n.compare_exchange_weak(left, left - 1)) {
+    }
+    return left > 0;
+  }
+  metadata::MetadataStore* const real_;
+};
 
 inline CreateOptions Quorums(int e, int qw, int qa) {
   CreateOptions o;
