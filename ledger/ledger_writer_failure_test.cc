@@ -359,6 +359,57 @@ TEST(LedgerWriterFailureTest, L2_FailedEnsembleChangeStillAcknowledgesEntriesTha
   ExpectReadable(*reader, 0, 14);
 }
 
+// The writer is destroyed while an ensemble change is choosing its
+// replacement: the change must not record a new ensemble for a writer that
+// will never send to it, and the destructor returns without waiting on the
+// store.
+TEST(LedgerWriterFailureTest, AWriterDestroyedDuringAnEnsembleChangeLeavesTheMetadataAlone) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
+  const uint64_t ledger_id = writer->id();
+  const std::string id = std::to_string(ledger_id);
+  for (const auto& r : AppendRange(*writer, 0, 4, 4)) LKV_ASSERT_OK(r);
+  LKV_ASSIGN_OR_FAIL(const auto before, client->GetLedgerMetadata(ledger_id));
+
+  auto in_change = std::make_shared<Once>();
+  auto failed = std::make_shared<Once>();
+  auto release = std::make_shared<absl::Notification>();
+  FaultPoints::Get().Arm("ledger.writer.ensemble_change",
+                         [id, in_change, release](std::string_view ledger) {
+                           if (ledger == id) {
+                             in_change->Notify();
+                             release->WaitForNotification();
+                           }
+                           return false;
+                         });
+  // Hit under the writer's lock when it fails: only notify.
+  FaultPoints::Get().Arm("ledger.writer.failed", [id, failed](std::string_view ledger) {
+    if (ledger == id) failed->Notify();
+    return false;
+  });
+  cluster->StopBookie(cluster->IndexOf(before.segments(0).bookies(2)));
+  Results results;
+  writer->AppendAsync(PayloadFor(5), results.Callback());
+  ASSERT_TRUE(in_change->note.WaitForNotificationWithTimeout(absl::Seconds(10)));
+
+  std::thread destroyer([&] { writer.reset(); });
+  // The destructor has marked the writer failed before the change resumes.
+  ASSERT_TRUE(failed->note.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  release->Notify();
+  destroyer.join();
+
+  LKV_ASSIGN_OR_FAIL(const auto after, client->GetLedgerMetadata(ledger_id));
+  EXPECT_EQ(after.SerializeAsString(), before.SerializeAsString())
+      << "a destroyed writer recorded an ensemble change: " << after.ShortDebugString();
+  // Entry 5's outcome is unknown to its caller, so recovery may keep it.
+  ASSERT_EQ(results.size(), 1u);
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(ledger_id, OpenMode::kRecover));
+  EXPECT_GE(reader->last_readable(), 4);
+  ExpectReadable(*reader, 0, reader->last_readable());
+}
+
 TEST(LedgerWriterFailureTest, TransientStoreFailuresDuringEnsembleChangeAreRetried) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
   FlakyStore flaky(cluster->store());

@@ -542,6 +542,19 @@ void WriterState::RunEnsembleChange() {
   meta::v1::LedgerMetadata next = build(current);
   metadata::Version new_version = 0;
   for (int attempt = 0;; ++attempt) {
+    // A writer that failed (fenced, destroyed) meanwhile will never send or
+    // acknowledge another entry: recording a new ensemble for it would only
+    // name bookies that receive nothing, and make its destructor wait on
+    // the store. Its error already treated this change as in doubt.
+    bool ended;
+    {
+      absl::MutexLock l(&mu_);
+      ended = !error_.ok();
+    }
+    if (ended) {
+      finish(cancelled(), false);  // keeps the writer's first error
+      return;
+    }
     cas_sent = true;
     auto stored = StoreLedger(*core_, next, version);  // retries transient errors itself
     if (stored.ok()) {
