@@ -34,6 +34,10 @@ class FaultPoints {
   // Returns whether `name` fires now.
   bool Hit(std::string_view name, std::string_view arg = {});
 
+  // Whether any point is armed (LEDGERKV_FAULT checks this first, so that
+  // its argument is not even computed in a run without faults).
+  bool AnyArmed() const { return armed_count_.load(std::memory_order_acquire) > 0; }
+
  private:
   std::atomic<int> armed_count_{0};
   absl::Mutex mu_;
@@ -52,7 +56,9 @@ class ScopedFaultPoints {
 }  // namespace ledgerkv
 
 #if defined(LEDGERKV_FAULT_POINTS) && LEDGERKV_FAULT_POINTS
-#define LEDGERKV_FAULT(name, ...) (::ledgerkv::FaultPoints::Get().Hit(name, ##__VA_ARGS__))
+#define LEDGERKV_FAULT(name, ...)           \
+  (::ledgerkv::FaultPoints::Get().AnyArmed() && \
+   ::ledgerkv::FaultPoints::Get().Hit(name, ##__VA_ARGS__))
 #else
 #define LEDGERKV_FAULT(name, ...) (false)
 #endif

@@ -1,6 +1,7 @@
 // Open with recovery against real bookies: writer crashes (L2, L3), split
 // brain (L5), lost fence requests and replies (L8, BookKeeper issue 2614),
 // concurrent recoverers (L9), replacing a dead bookie during recovery.
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -376,6 +377,61 @@ int CorruptJournal(const std::string& dir, const std::string& marker) {
 // other replica is down. That is not data loss (the other copy may be
 // intact): recovery fails with UNAVAILABLE, leaves the ledger IN_RECOVERY,
 // and succeeds once the replica is back.
+// Recovery names a replacement only for entries it holds. E=Qw=3, Qa=2
+// and two spares: the last entry's re-adds fail on two ensemble bookies,
+// both spares replace them, and one spare fails too. Qa is reached (the
+// survivor and the other spare), and the failed spare gives its place back
+// to the bookie it replaced instead of being named, empty, in the closed
+// ledger's last segment.
+TEST(LedgerRecoveryTest, L2_RecoveryNamesNoReplacementThatReceivedNothing) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 5}));
+  // Without explicit LAC writes entry 9 stays above the bookies' LAC, so
+  // recovery re-adds it.
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClientWithoutExplicitLac());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+  const uint64_t id = writer->id();
+  for (const auto& r : AppendRange(*writer, 0, 9, 1)) LKV_ASSERT_OK(r);
+  const meta::v1::Segment segment = writer->metadata().segments(0);
+  writer.reset();  // writer crash
+
+  std::vector<std::string> spares;
+  for (int i = 0; i < cluster->size(); ++i) {
+    const std::string& b = cluster->bookie_id(i);
+    if (std::find(segment.bookies().begin(), segment.bookies().end(), b) ==
+        segment.bookies().end()) {
+      spares.push_back(b);
+    }
+  }
+  ASSERT_EQ(spares.size(), 2u);
+  const std::string failing_spare = spares[0], acking_spare = spares[1];
+  auto refused = std::make_shared<std::atomic<int>>(0);
+  FaultPoints::Get().Arm("bookie.add.drop_request",
+                         [&segment, failing_spare, refused](std::string_view bookie) {
+                           const bool drop = bookie == segment.bookies(1) ||
+                                             bookie == segment.bookies(2) ||
+                                             bookie == failing_spare;
+                           if (drop) refused->fetch_add(1);
+                           return drop;
+                         });
+
+  LKV_ASSIGN_OR_FAIL(auto other, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, other->OpenLedger(id, OpenMode::kRecover));
+  FaultPoints::Get().DisarmAll();
+  EXPECT_GE(refused->load(), 3) << "the re-adds did not fail as arranged";
+  EXPECT_EQ(reader->last_readable(), 9);
+  const meta::v1::LedgerMetadata md = reader->metadata();
+  ASSERT_EQ(md.segments_size(), 2) << md.ShortDebugString();
+  const meta::v1::Segment& last = md.segments(1);
+  EXPECT_EQ(last.first_entry_id(), 9);
+  const std::vector<std::string> named(last.bookies().begin(), last.bookies().end());
+  EXPECT_EQ(std::count(named.begin(), named.end(), failing_spare), 0)
+      << "a replacement that received nothing is named: " << md.ShortDebugString();
+  EXPECT_EQ(std::count(named.begin(), named.end(), acking_spare), 1) << md.ShortDebugString();
+  EXPECT_EQ(named[0], segment.bookies(0));
+  ExpectReadable(*reader, 0, 9);
+}
+
 TEST(LedgerRecoveryTest, L10_CorruptConfirmedEntryWithItsOtherReplicaDownIsUnavailable) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
   uint64_t id;

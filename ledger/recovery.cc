@@ -323,13 +323,18 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
 
 // Step 4. Re-adds `entries` to their write sets with the recovery flag until
 // each has Qa acks. Replaced bookies are written into *segment (a copy of
-// the last segment) and *changed is set.
+// the last segment) and *changed is set. A replacement is only named if it
+// acked something the Qa count relies on: one that failed its re-adds (in
+// the round that completed the others) gives its place back to the bookie
+// it replaced, so the closing segment never names a bookie that received
+// nothing it is named for.
 absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
                    const std::vector<Entry>& entries, meta::v1::Segment* segment,
                    bool* changed) {
   const int E = md.ensemble_size(), Qw = md.write_quorum(), Qa = md.ack_quorum();
   *segment = md.segments(md.segments_size() - 1);
   while (segment->bookie_instances_size() < E) segment->add_bookie_instances("");
+  const meta::v1::Segment original = *segment;
   absl::flat_hash_set<std::string> exclude(segment->bookies().begin(), segment->bookies().end());
   std::vector<uint64_t> acked(entries.size(), 0);
   auto done = [&] {
@@ -422,6 +427,28 @@ absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
     return absl::UnavailableError(absl::StrCat("recovery of ", Describe(md),
                                                ": could not re-add the recovered entries (",
                                                last_problem, ")"));
+  }
+  // Give back the places of replacements that lack some of their entries,
+  // where every entry keeps Qa acks from the bookies that stay named.
+  *changed = false;
+  for (int i = 0; i < E; ++i) {
+    if (segment->bookies(i) == original.bookies(i)) continue;
+    const uint64_t bit = uint64_t{1} << i;
+    bool complete = true;
+    for (size_t k = 0; k < entries.size(); ++k) {
+      if (InWriteSet(entries[k].entry_id(), i, E, Qw) && !(acked[k] & bit)) complete = false;
+    }
+    std::vector<uint64_t> without = acked;
+    for (uint64_t& mask : without) mask &= ~bit;
+    const bool still_done = std::all_of(without.begin(), without.end(),
+                                        [&](uint64_t mask) { return std::popcount(mask) >= Qa; });
+    if (!complete && still_done) {
+      segment->set_bookies(i, original.bookies(i));
+      segment->set_bookie_instances(i, original.bookie_instances(i));
+      acked = std::move(without);
+    } else {
+      *changed = true;
+    }
   }
   return absl::OkStatus();
 }

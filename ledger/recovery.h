@@ -17,7 +17,9 @@
 //     recovery flag, waiting (like BookKeeper) for Qa acks per entry. A
 //     bookie that fails is replaced; the replacement receives the entries
 //     BEFORE any metadata names it, so no later recoverer can read it as an
-//     empty replica.
+//     empty replica. One that failed its re-adds gives its place back to
+//     the bookie it replaced when the others already bring every entry to
+//     Qa.
 //  5. One CAS IN_RECOVERY -> CLOSED with last_entry_id, length and (when a
 //     bookie was replaced) the new last segment. If the CAS loses, re-read:
 //     CLOSED by someone else -> adopt it (L9); still IN_RECOVERY but changed

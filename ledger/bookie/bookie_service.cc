@@ -60,6 +60,11 @@ void BookieServiceImpl::AddDirect(const v1::AddRequest& req, v1::AddResponse* re
                                    "bookie is starting: its identity is not verified yet"));
     return;
   }
+  if (LEDGERKV_FAULT("bookie.add.drop_request", bookie_id())) {
+    std::move(finish)(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                   "add request dropped (fault point bookie.add.drop_request)"));
+    return;
+  }
   if (InstanceMismatch(req.expected_instance_id())) {
     for (const v1::Entry& e : req.entries()) {
       v1::AddResult* r = resp->add_results();

@@ -13,7 +13,9 @@
 //                              client sees of a lost request, without making
 //                              tests wait for their deadline);
 //   bookie.fence.drop_reply    the fence is applied durably, then the reply
-//                              is lost: the RPC fails with UNAVAILABLE.
+//                              is lost: the RPC fails with UNAVAILABLE;
+//   bookie.add.drop_request    an Add request is lost: nothing is stored
+//                              and the RPC fails with UNAVAILABLE.
 #pragma once
 
 #include <atomic>
