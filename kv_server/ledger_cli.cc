@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "ledger/ledger_client.h"
 #include "metadata/open_store.h"
 #include "proto/metadata.pb.h"
@@ -22,11 +24,12 @@
 namespace ledgerkv::kv {
 
 const char kLedgerCliUsage[] =
-    "  ledger --metadata URI [--cluster NAME] <list | show ID | read ID [--from N] [--to M] |\n"
-    "         recover ID | delete ID>\n"
+    "  ledger --metadata URI [--cluster NAME] <list | show ID |\n"
+    "         read ID [--from N] [--to M | --follow] | recover ID | delete ID>\n"
     "      operator commands on ledgers. list: every ledger with state, E/Qw/Qa and last\n"
     "      entry. show: its metadata. read: entries N..M (default 0..LAC) without\n"
-    "      recovery. recover: fence and close it, print its last entry id. delete: remove\n"
+    "      recovery; --follow: then every entry as it is confirmed, until the ledger is\n"
+    "      closed. recover: fence and close it, print its last entry id. delete: remove\n"
     "      its metadata (bookies reclaim the entries). URI: etcd://HOST:PORT or\n"
     "      embedded:///DIR (the embedded store must not be open in another process).\n";
 
@@ -119,6 +122,41 @@ int List(metadata::MetadataStore* store, const std::string& cluster, Output& o) 
   return 0;
 }
 
+void AppendEntries(const std::vector<ledger::LedgerEntry>& entries, std::string* out) {
+  for (const auto& e : entries) {
+    absl::string_view shown = e.payload;
+    shown = shown.substr(0, kShownPayloadBytes);
+    absl::StrAppend(out, "entry ", e.entry_id, " ", e.payload.size(), " bytes: ", absl::CEscape(shown),
+                    "\n");
+  }
+}
+
+// How long one wait for the LAC lasts before the follower asks again.
+constexpr absl::Duration kFollowSlice = absl::Seconds(1);
+
+// read --follow: entries from `from` on, as the LAC passes them, until the
+// ledger is closed at or below what was printed.
+int Follow(ledger::LedgerClient* client, uint64_t id, int64_t from, Output& o,
+           const std::function<void()>& flush) {
+  auto reader = client->OpenLedger(id, ledger::OpenMode::kNoRecovery);
+  if (!reader.ok()) return o.Fail(reader.status());
+  for (int64_t next = from;;) {
+    auto lac = (*reader)->WaitForLac(next - 1, kFollowSlice);
+    if (absl::IsOutOfRange(lac.status())) return 0;  // closed: nothing more will come
+    if (absl::IsDeadlineExceeded(lac.status()) || absl::IsUnavailable(lac.status())) continue;
+    if (!lac.ok()) return o.Fail(lac.status());  // deleted, or the store refused
+    while (next <= *lac) {
+      const int64_t batch_last = std::min(*lac, next + kReadBatch - 1);
+      auto entries = (*reader)->Read(next, batch_last);
+      if (absl::IsUnavailable(entries.status())) break;  // bookies restarting: wait again
+      if (!entries.ok()) return o.Fail(entries.status());
+      AppendEntries(*entries, o.out);
+      next = batch_last + 1;
+      if (flush) flush();
+    }
+  }
+}
+
 int Read(ledger::LedgerClient* client, uint64_t id, int64_t from, int64_t to, Output& o) {
   auto reader = client->OpenLedger(id, ledger::OpenMode::kNoRecovery);
   if (!reader.ok()) return o.Fail(reader.status());
@@ -139,12 +177,7 @@ int Read(ledger::LedgerClient* client, uint64_t id, int64_t from, int64_t to, Ou
     const int64_t batch_last = std::min(to, first + kReadBatch - 1);
     auto entries = (*reader)->Read(first, batch_last);
     if (!entries.ok()) return o.Fail(entries.status());
-    for (const auto& e : *entries) {
-      absl::string_view shown = e.payload;
-      shown = shown.substr(0, kShownPayloadBytes);
-      absl::StrAppend(o.out, "entry ", e.entry_id, " ", e.payload.size(),
-                      " bytes: ", absl::CEscape(shown), "\n");
-    }
+    AppendEntries(*entries, o.out);
   }
   return 0;
 }
@@ -152,7 +185,8 @@ int Read(ledger::LedgerClient* client, uint64_t id, int64_t from, int64_t to, Ou
 }  // namespace
 
 int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
-                     const std::vector<std::string>& command, std::string* out, std::string* err) {
+                     const std::vector<std::string>& command, std::string* out, std::string* err,
+                     const std::function<void()>& flush) {
   Output o{out, err};
   if (command.empty()) return o.Usage("missing command");
   const std::string& verb = command[0];
@@ -170,9 +204,14 @@ int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
   }
   int64_t from = 0;
   int64_t to = -1;  // -1: up to the last readable entry
-  // Flags come in pairs: "--from N", "--to M".
-  for (size_t i = 2; i < command.size(); i += 2) {
+  bool follow = false;
+  // "--from N", "--to M", "--follow".
+  for (size_t i = 2; i < command.size(); ++i) {
     const std::string& a = command[i];
+    if (verb == "read" && a == "--follow") {
+      follow = true;
+      continue;
+    }
     if (verb != "read" || (a != "--from" && a != "--to")) {
       return o.Usage(absl::StrCat(verb, ": unexpected argument \"", a, "\""));
     }
@@ -180,8 +219,10 @@ int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
     if (i + 1 >= command.size() || !absl::SimpleAtoi(command[i + 1], target) || *target < 0) {
       return o.Usage(absl::StrCat(a, " needs a non-negative entry id"));
     }
+    ++i;
   }
   if (to >= 0 && to < from) return o.Usage("--to is below --from");
+  if (follow && to >= 0) return o.Usage("--follow and --to exclude each other");
 
   ledger::ClientOptions options;
   options.metadata = store;
@@ -195,7 +236,9 @@ int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
     absl::StrAppend(out, Show(*m));
     return 0;
   }
-  if (verb == "read") return Read(client->get(), id, from, to, o);
+  if (verb == "read") {
+    return follow ? Follow(client->get(), id, from, o, flush) : Read(client->get(), id, from, to, o);
+  }
   if (verb == "recover") {
     auto reader = (*client)->OpenLedger(id, ledger::OpenMode::kRecover);
     if (!reader.ok()) return o.Fail(reader.status());
@@ -242,7 +285,13 @@ int RunLedgerCli(const std::vector<std::string>& args) {
     if (!store.ok()) {
       code = o.Fail(store.status());
     } else {
-      code = RunLedgerCommand(store->get(), cluster, command, &out, &err);
+      // --follow prints as it goes; other commands print once at the end.
+      auto flush = [&out]() {
+        std::fwrite(out.data(), 1, out.size(), stdout);
+        std::fflush(stdout);
+        out.clear();
+      };
+      code = RunLedgerCommand(store->get(), cluster, command, &out, &err, flush);
     }
   }
   std::fwrite(out.data(), 1, out.size(), stdout);

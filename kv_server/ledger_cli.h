@@ -5,6 +5,7 @@
 //   ledgerkv ledger --metadata URI [--cluster NAME] list
 //                                                  show ID
 //                                                  read ID [--from N] [--to M]
+//                                                  read ID [--from N] --follow
 //                                                  recover ID
 //                                                  delete ID
 //
@@ -12,6 +13,7 @@
 // "ledgerkv ledger: <status>"), 2 usage error.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,7 +36,11 @@ int RunLedgerCli(const std::vector<std::string>& args);
 // --metadata/--cluster) against `store` (not owned) for cluster `cluster`.
 // Output is appended to *out, error messages to *err. Returns the exit code.
 // Blocks on the store and the bookies (rpc deadlines of ClientOptions).
+// `read --follow` runs until the ledger is closed (exit 0) or deleted (1),
+// calling `flush` (if set) on the calling thread after each batch it
+// appends to *out, so a caller can hand the lines on as they come.
 int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
-                     const std::vector<std::string>& command, std::string* out, std::string* err);
+                     const std::vector<std::string>& command, std::string* out, std::string* err,
+                     const std::function<void()>& flush = {});
 
 }  // namespace ledgerkv::kv

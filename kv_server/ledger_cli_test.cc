@@ -10,12 +10,14 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "gmock/gmock.h"
@@ -115,6 +117,58 @@ TEST(LedgerCli, ListShowReadRecoverDeleteAgainstLiveBookies) {
   EXPECT_TRUE(absl::StartsWith(left[1], open_id + " ")) << after;
 }
 
+// `read --follow` is `tail -f` for a ledger: it prints what is confirmed,
+// then each entry as the writer's LAC passes it (an idle writer's last entry
+// included), hands every batch on at once, and ends with exit 0 when the
+// writer closes the ledger.
+TEST(LedgerCli, ReadFollowPrintsEntriesAsTheyAreConfirmedAndEndsAtClose) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, ledger::testing::TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(ledger::testing::Quorums(3, 2, 2)));
+  for (int i = 0; i < 3; ++i) LKV_ASSERT_OK(writer->Append(absl::StrCat("first-", i)));
+
+  absl::Mutex mu;
+  std::string printed;  // what was handed on so far, guarded by mu
+  Result r;
+  std::thread follower([&] {
+    r.code = RunLedgerCommand(cluster->store(), "default",
+                              {"read", absl::StrCat(writer->id()), "--from", "1", "--follow"},
+                              &r.out, &r.err, [&] {
+                                absl::MutexLock l(&mu);
+                                printed += r.out;
+                                r.out.clear();
+                              });
+  });
+  auto wait_for = [&](const std::string& text) {
+    absl::MutexLock l(&mu);
+    auto seen = [&]() { return absl::StrContains(printed, text); };
+    return mu.AwaitWithTimeout(absl::Condition(&seen), absl::Seconds(10));
+  };
+  EXPECT_TRUE(wait_for("entry 2 7 bytes: first-2\n")) << "the confirmed entries were not printed";
+  for (int i = 3; i < 5; ++i) LKV_ASSERT_OK(writer->Append(absl::StrCat("later-", i)));
+  // Entry 4 is the idle writer's last: only its explicit LAC confirms it.
+  EXPECT_TRUE(wait_for("entry 4 7 bytes: later-4\n")) << "a new entry was not followed";
+  LKV_ASSERT_OK(writer->Close());
+  follower.join();
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  absl::MutexLock l(&mu);
+  EXPECT_EQ(printed + r.out,
+            "entry 1 7 bytes: first-1\n"
+            "entry 2 7 bytes: first-2\n"
+            "entry 3 7 bytes: later-3\n"
+            "entry 4 7 bytes: later-4\n");
+
+  // A closed ledger: the entries, then exit 0 at once.
+  Result closed = RunCli(*cluster, {"read", absl::StrCat(writer->id()), "--from", "3", "--follow"});
+  EXPECT_EQ(closed.code, 0) << closed.err;
+  EXPECT_EQ(closed.out, "entry 3 7 bytes: later-3\nentry 4 7 bytes: later-4\n");
+  // A ledger that does not exist is an error, not an endless wait.
+  Result missing = RunCli(*cluster, {"read", "12345", "--follow"});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("NOT_FOUND"));
+}
+
 TEST(LedgerCli, BadArgumentsAreUsageErrors) {
   LKV_ASSIGN_OR_FAIL(auto cluster, ledger::testing::TestCluster::Start({.bookies = 1}));
   for (const std::vector<std::string>& bad :
@@ -125,6 +179,8 @@ TEST(LedgerCli, BadArgumentsAreUsageErrors) {
                                              {"show", "-1"},
                                              {"read", "1", "--from"},
                                              {"read", "1", "--from", "5", "--to", "2"},
+                                             {"read", "1", "--follow", "--to", "2"},
+                                             {"show", "1", "--follow"},
                                              {"delete", "1", "extra"},
                                              {"list", "1"}}) {
     Result r = RunCli(*cluster, bad);
