@@ -36,16 +36,23 @@ absl::StatusOr<std::unique_ptr<PreallocatedJournalFile>> PreallocatedJournalFile
     const std::string& path, uint64_t size, uint64_t ahead) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return Errno("open", path, errno);
-  std::unique_ptr<PreallocatedJournalFile> file(
-      new PreallocatedJournalFile(path, fd, size, std::max<uint64_t>(ahead, kFillStep)));
+  // A second open(2): its own write-back error state (see the header).
+  const int fill_fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fill_fd < 0) {
+    absl::FPrintF(stderr, "bookie: %s: no journal preallocation: open: %s\n", path,
+                  std::strerror(errno));
+  }
+  std::unique_ptr<PreallocatedJournalFile> file(new PreallocatedJournalFile(
+      path, fd, fill_fd, size, std::max<uint64_t>(ahead, kFillStep)));
   file->filler_ = std::thread([f = file.get()] { f->FillLoop(); });
   return file;
 }
 
-PreallocatedJournalFile::PreallocatedJournalFile(std::string path, int fd, uint64_t size,
-                                                 uint64_t ahead)
-    : path_(std::move(path)), ahead_(ahead), fd_(fd) {
+PreallocatedJournalFile::PreallocatedJournalFile(std::string path, int fd, int fill_fd,
+                                                 uint64_t size, uint64_t ahead)
+    : path_(std::move(path)), ahead_(ahead), fd_(fd), fill_fd_(fill_fd) {
   absl::MutexLock l(&mu_);
+  fill_failed_ = fill_fd_ < 0;
   size_ = size;
   // Whatever lies past `size` is not known to be zeros: never trust it.
   filled_ = size;
@@ -183,13 +190,14 @@ void PreallocatedJournalFile::FillLoop() {
     // after it find no metadata to write. Zeros need no durability of
     // their own: nothing relies on them being there after a crash.
     std::string failure;
-    const ssize_t wrote = ::pwrite(fd_, zeros.data(), zeros.size(), static_cast<off_t>(from));
+    const ssize_t wrote = ::pwrite(fill_fd_, zeros.data(), zeros.size(), static_cast<off_t>(from));
     if (wrote < 0) {
       failure = std::strerror(errno);
     } else if (wrote != static_cast<ssize_t>(zeros.size())) {
       // A short write sets no errno; on a local file it means no space.
       failure = absl::StrCat("short write (", wrote, " of ", zeros.size(), " bytes): disk full?");
-    } else if (::sync_file_range(fd_, static_cast<off_t>(from), static_cast<off_t>(zeros.size()),
+    } else if (::sync_file_range(fill_fd_, static_cast<off_t>(from),
+                                 static_cast<off_t>(zeros.size()),
                                  SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
                                      SYNC_FILE_RANGE_WAIT_AFTER) != 0) {
       failure = std::strerror(errno);
@@ -199,6 +207,8 @@ void PreallocatedJournalFile::FillLoop() {
     filling_ = false;
     if (!ok) {
       // Not an error of the journal: the writer just appends from now on.
+      // An I/O error here is the file's, and the writer's own description
+      // reports it to the writer's next fdatasync too.
       fill_failed_ = true;
       absl::FPrintF(stderr, "bookie: %s: journal preallocation stopped: %s\n", path_, failure);
       continue;
@@ -232,6 +242,7 @@ absl::Status PreallocatedJournalFile::Seal() {
 absl::Status PreallocatedJournalFile::Close() {
   if (fd_ < 0) return absl::OkStatus();
   StopFiller();
+  if (fill_fd_ >= 0) ::close(std::exchange(fill_fd_, -1));  // only zeros went through it
   const int fd = std::exchange(fd_, -1);
   if (::close(fd) != 0) return Errno("close", path_, errno);
   return absl::OkStatus();

@@ -20,6 +20,14 @@
 // each sync): filling pauses while the recent average batch is at least
 // kFillMaxAverageBatch, and the file simply grows by appending.
 //
+// The filler writes and syncs through its own open file description (a
+// second open(2), not a dup): since Linux 4.14 a write-back error is
+// reported once per open file description, by whichever of fdatasync and
+// sync_file_range on it looks first. Sharing one would let the filler's
+// sync_file_range take an I/O error of the writer's batch, and the
+// writer's fdatasync then return 0 for pages that never reached the disk:
+// an acknowledgement of lost data. With two descriptions each sees it.
+//
 // Threading: AppendV, Sync, Seal, Close and Size are called by one thread at
 // a time (the storage's writer); the filler thread is internal.
 #pragma once
@@ -84,13 +92,18 @@ class PreallocatedJournalFile final : public WritableFile {
   // (tests).
   uint64_t FilledAhead() const;
 
+  // The descriptors of the writer and of the filler (-1 if preallocation
+  // could not open its own), for tests. Valid until Close.
+  int writer_fd_for_test() const { return fd_; }
+  int filler_fd_for_test() const { return fill_fd_; }
+
  private:
   // Waits until the filler is clear of [Size(), Size() + n), keeps it above
   // that range, and returns Size().
   uint64_t ReserveAtEnd(uint64_t n) ABSL_LOCKS_EXCLUDED(mu_);
   // pwritev of `parts` at `offset`, resuming after short writes.
   absl::Status WriteAt(uint64_t offset, absl::Span<const std::string_view> parts);
-  PreallocatedJournalFile(std::string path, int fd, uint64_t size, uint64_t ahead);
+  PreallocatedJournalFile(std::string path, int fd, int fill_fd, uint64_t size, uint64_t ahead);
   void FillLoop();
   bool FillWantedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopFiller() ABSL_LOCKS_EXCLUDED(mu_);
@@ -98,8 +111,11 @@ class PreallocatedJournalFile final : public WritableFile {
   // Constant after construction.
   const std::string path_;
   const uint64_t ahead_;
-  // Valid until Close, which stops the filler before closing it.
+  // Valid until Close, which stops the filler before closing them.
   int fd_;
+  // The filler's own open file description of the same file; -1: none
+  // (then nothing is filled).
+  int fill_fd_;
 
   mutable absl::Mutex mu_;
   // End of the records written (the logical size).

@@ -4,6 +4,9 @@
 // tail, never mistaken for corruption.
 #include "ledger/bookie/journal_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -75,6 +78,43 @@ TEST(JournalFileTest, SmallBatchesGetZeroFilledSpaceAheadAndSealCutsIt) {
   EXPECT_EQ(FileSize(path), expected.size());
   EXPECT_EQ(ReadAll(path), expected);
   ASSERT_TRUE((*file)->Close().ok());
+}
+
+// The filler writes and syncs the zeros through its own open file
+// description of the journal, not the writer's (nor a dup of it): Linux
+// reports a write-back error once per description, so on a shared one the
+// filler's sync_file_range could take the error of the writer's batch and
+// the writer's fdatasync would return 0 for data that never reached the
+// disk. File status flags belong to the description, which tells a second
+// open(2) from a dup.
+TEST(JournalFileTest, TheFillerSyncsThroughItsOwnOpenFileDescription) {
+  const std::string path = NewTempDir("journal_file") + "/journal-000001.log";
+  auto file = PreallocatedJournalFile::Open(path, 0, 8 << 20);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const int writer = (*file)->writer_fd_for_test();
+  const int filler = (*file)->filler_fd_for_test();
+  ASSERT_GE(filler, 0);
+  ASSERT_NE(writer, filler);
+  struct stat w {}, f {};
+  ASSERT_EQ(fstat(writer, &w), 0);
+  ASSERT_EQ(fstat(filler, &f), 0);
+  EXPECT_EQ(w.st_dev, f.st_dev);
+  EXPECT_EQ(w.st_ino, f.st_ino) << "the filler writes another file";
+  const int flags = fcntl(filler, F_GETFL);
+  ASSERT_GE(flags, 0);
+  ASSERT_EQ(fcntl(filler, F_SETFL, flags | O_NONBLOCK), 0);
+  EXPECT_EQ(fcntl(writer, F_GETFL) & O_NONBLOCK, 0)
+      << "the writer and the filler share one open file description";
+  ASSERT_EQ(fcntl(filler, F_SETFL, flags), 0);
+
+  // And the zeros it writes are still there ahead of the records.
+  for (int i = 0; i < PreallocatedJournalFile::kFillAfterBatches + 1; ++i) {
+    const std::string record = "record " + std::to_string(i);
+    ASSERT_TRUE((*file)->Append(record).ok());
+    ASSERT_TRUE((*file)->Sync().ok());
+  }
+  ASSERT_TRUE(Eventually([&] { return (*file)->FilledAhead() >= (8u << 20); }));
+  EXPECT_TRUE((*file)->Close().ok());
 }
 
 TEST(JournalFileTest, LargeBatchesDoNotFill) {
