@@ -194,6 +194,19 @@ absl::Status BookieStorage::Init() {
     file_sizes_[n] = size;
   }
 
+  // A killed process may have left the last file's newest records in the
+  // page cache only. Replay indexes them, and RocksDB may flush that index
+  // to disk at any moment: sync the file first, so that no durable index
+  // key can point at a record a power loss could still take (it would read
+  // CORRUPT, not NO_SUCH_ENTRY, and stall recoveries that need this
+  // bookie's "no such entry"). Earlier files were synced when they rolled.
+  if (!numbers.empty()) {
+    ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> last,
+                     env_->NewWritableFile(JournalPath(numbers.back())));
+    RETURN_IF_ERROR(last->Sync());
+    IgnoreError(last->Close());
+  }
+
   // Replay every file from the checkpoint's on. Files before it may have
   // been deleted by GC; from it on, none may be missing.
   auto first = numbers.begin();

@@ -172,7 +172,11 @@ class BookieStorage {
 
   // Makes the index durable up to the current journal position and records
   // that position in CHECKPOINT, so a restart replays only what follows.
+  // The journal is synced up to that position first, in relaxed mode too.
   absl::Status Checkpoint();
+
+  // How far the index covers the journal (tests).
+  JournalPosition AppliedPositionForTest() const;
 
   // --- Garbage collection (storage_gc.cc) ---
 
