@@ -460,27 +460,41 @@ absl::StatusOr<std::vector<int64_t>> EtcdStore::SendKeepAlives(
   return ttls;
 }
 
-absl::StatusOr<int64_t> EtcdStore::TimeToLive(SessionId lease) {
+absl::StatusOr<int64_t> EtcdStore::TimeToLive(SessionId lease, absl::Duration timeout) {
   etcdserverpb::LeaseTimeToLiveRequest request;
   request.set_id(lease);
   etcdserverpb::LeaseTimeToLiveResponse response;
-  absl::Status s = conn_->Call("lease time-to-live", Retry::kIdempotent,
-                               [&](EtcdConnection::Endpoint& e, grpc::ClientContext* ctx) {
-                                 return e.lease->LeaseTimeToLive(ctx, request, &response);
-                               });
+  absl::Status s = conn_->Call(
+      "lease time-to-live", Retry::kIdempotent,
+      [&](EtcdConnection::Endpoint& e, grpc::ClientContext* ctx) {
+        return e.lease->LeaseTimeToLive(ctx, request, &response);
+      },
+      timeout);
   if (absl::IsNotFound(s)) return -1;
   RETURN_IF_ERROR(s);
   return response.ttl();
 }
 
-absl::Status EtcdStore::Revoke(SessionId lease) {
+absl::Status EtcdStore::Revoke(SessionId lease, absl::Duration timeout) {
   etcdserverpb::LeaseRevokeRequest request;
   request.set_id(lease);
   etcdserverpb::LeaseRevokeResponse response;
-  return conn_->Call(absl::StrCat("lease revoke ", lease), Retry::kOnlyIfNotSent,
-                     [&](EtcdConnection::Endpoint& e, grpc::ClientContext* ctx) {
-                       return e.lease->LeaseRevoke(ctx, request, &response);
-                     });
+  return conn_->Call(
+      absl::StrCat("lease revoke ", lease), Retry::kOnlyIfNotSent,
+      [&](EtcdConnection::Endpoint& e, grpc::ClientContext* ctx) {
+        return e.lease->LeaseRevoke(ctx, request, &response);
+      },
+      timeout);
+}
+
+absl::Duration EtcdStore::KeeperCallTimeout() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  absl::Time nearest = absl::InfiniteFuture();
+  for (const auto& [id, s] : sessions_) {
+    if (s.deadline > now) nearest = std::min(nearest, s.deadline);
+  }
+  return std::clamp(nearest - now, absl::Milliseconds(100), options_.op_timeout);
 }
 
 void EtcdStore::EndSessionLocked(SessionId id, bool revoke_later) {
@@ -527,7 +541,6 @@ void EtcdStore::KeeperPass() {
   std::vector<SessionId> refresh;
   std::vector<SessionId> lapsed;
   std::vector<SessionId> orphans;
-  absl::Time earliest_deadline = absl::InfiniteFuture();
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = absl::Now();
@@ -536,19 +549,70 @@ void EtcdStore::KeeperPass() {
         lapsed.push_back(id);
       } else if (s.auto_keepalive && s.next_refresh <= now) {
         refresh.push_back(id);
-        earliest_deadline = std::min(earliest_deadline, s.deadline);
       }
     }
     if (orphan_retry_ <= now) orphans = orphaned_leases_;
   }
 
-  if (!refresh.empty()) {
+  // on_expired callbacks run from KeeperLoop between passes: once one is
+  // queued, or another session's deadline has passed during this pass, the
+  // pass stops before its next blocking call, so that the news of a lost
+  // session never waits for a call about another one.
+  auto news_waiting = [this] {
+    absl::MutexLock lock(&mu_);
+    return !expired_callbacks_.empty();
+  };
+  auto should_yield = [this] {
+    absl::MutexLock lock(&mu_);
+    if (!expired_callbacks_.empty()) return true;
+    const absl::Time now = absl::Now();
+    for (const auto& [id, s] : sessions_) {
+      // A session without auto keepalive past its deadline is polled with
+      // TimeToLive at each pass instead: it must not starve the others.
+      if (s.auto_keepalive && s.deadline <= now) return true;
+    }
+    return false;
+  };
+  for (SessionId id : lapsed) {
+    bool manual;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = sessions_.find(id);
+      if (it == sessions_.end()) continue;
+      manual = !it->second.auto_keepalive;
+      if (!manual) {
+        // No refresh answered for a whole TTL: etcd may have expired the
+        // lease and handed the session's keys to someone else.
+        EndSessionLocked(id, /*revoke_later=*/true);
+        continue;
+      }
+    }
+    // Without auto keepalive the owner refreshes it; etcd decides when the
+    // lease is gone (its keys are deleted by then).
+    if (news_waiting()) return;  // the next pass checks it
+    absl::StatusOr<int64_t> ttl = TimeToLive(id, KeeperCallTimeout());
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) continue;
+    if (!ttl.ok()) {
+      EndSessionLocked(id, /*revoke_later=*/true);  // unreachable past the deadline
+    } else if (*ttl < 0) {
+      EndSessionLocked(id, /*revoke_later=*/false);
+    } else {
+      // Still alive (refreshed by a KeepAlive racing with us), or expired
+      // and not yet revoked by etcd (TTL 0, which etcd also answers in the
+      // lease's last second): look again soon, not at once.
+      it->second.deadline = absl::Now() + kExpiryPoll;
+    }
+  }
+
+  if (!refresh.empty() && !should_yield()) {
     const absl::Time sent = absl::Now();
-    // A hung etcd must not hold the keeper past a session's deadline: the
-    // owner has to hear that it lost the session by then.
-    const absl::Duration timeout =
-        std::clamp(earliest_deadline - sent, absl::Milliseconds(100), options_.op_timeout);
-    absl::StatusOr<std::vector<int64_t>> ttls = SendKeepAlives(refresh, timeout);
+    // A hung etcd must not hold the keeper past any session's deadline (not
+    // only those of this batch: one whose refresh failed waits for a retry
+    // and is not in it): the owner has to hear that it lost the session by
+    // then. The same bound holds for every call of this pass below.
+    absl::StatusOr<std::vector<int64_t>> ttls = SendKeepAlives(refresh, KeeperCallTimeout());
     absl::MutexLock lock(&mu_);
     for (size_t i = 0; i < refresh.size(); ++i) {
       auto it = sessions_.find(refresh[i]);
@@ -566,39 +630,9 @@ void EtcdStore::KeeperPass() {
     }
   }
 
-  for (SessionId id : lapsed) {
-    bool manual;
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = sessions_.find(id);
-      if (it == sessions_.end()) continue;
-      manual = !it->second.auto_keepalive;
-      if (!manual) {
-        // No refresh answered for a whole TTL: etcd may have expired the
-        // lease and handed the session's keys to someone else.
-        EndSessionLocked(id, /*revoke_later=*/true);
-        continue;
-      }
-    }
-    // Without auto keepalive the owner refreshes it; etcd decides when the
-    // lease is gone (its keys are deleted by then).
-    absl::StatusOr<int64_t> ttl = TimeToLive(id);
-    absl::MutexLock lock(&mu_);
-    auto it = sessions_.find(id);
-    if (it == sessions_.end()) continue;
-    if (!ttl.ok()) {
-      EndSessionLocked(id, /*revoke_later=*/true);  // unreachable past the deadline
-    } else if (*ttl < 0) {
-      EndSessionLocked(id, /*revoke_later=*/false);
-    } else {
-      // Still alive (refreshed by a KeepAlive racing with us), or expired
-      // and not yet revoked by etcd (TTL 0): look again soon.
-      it->second.deadline = absl::Now() + std::min(absl::Seconds(*ttl), kExpiryPoll);
-    }
-  }
-
   for (SessionId id : orphans) {
-    absl::Status s = Revoke(id);
+    if (should_yield()) return;  // still queued: the next pass revokes it
+    absl::Status s = Revoke(id, KeeperCallTimeout());
     absl::MutexLock lock(&mu_);
     if (s.ok() || absl::IsNotFound(s)) {
       orphaned_leases_.erase(std::remove(orphaned_leases_.begin(), orphaned_leases_.end(), id),

@@ -120,9 +120,13 @@ class EtcdStore : public MetadataStore {
   // `timeout` (if > 0) replaces op_timeout.
   absl::StatusOr<std::vector<int64_t>> SendKeepAlives(const std::vector<SessionId>& leases,
                                                       absl::Duration timeout = absl::ZeroDuration());
-  // Remaining TTL of a lease in seconds (<= 0: gone).
-  absl::StatusOr<int64_t> TimeToLive(SessionId lease);
-  absl::Status Revoke(SessionId lease);
+  // Remaining TTL of a lease in seconds (<= 0: gone). `timeout` as above.
+  absl::StatusOr<int64_t> TimeToLive(SessionId lease, absl::Duration timeout = absl::ZeroDuration());
+  absl::Status Revoke(SessionId lease, absl::Duration timeout = absl::ZeroDuration());
+  // How long the keeper may block on one etcd call now: until the nearest
+  // deadline of a live session, so that its loss is reported on time,
+  // within [100 ms, op_timeout].
+  absl::Duration KeeperCallTimeout() ABSL_LOCKS_EXCLUDED(mu_);
   // Forgets an ended session and queues its on_expired for the keeper.
   void EndSessionLocked(SessionId id, bool revoke_later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void KeeperLoop();

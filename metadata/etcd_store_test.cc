@@ -387,6 +387,38 @@ TEST_F(EtcdOutageTest, SessionEndsWithinTtlWhenEtcdHangsDespiteLongOpTimeout) {
   etcd_->Resume();
 }
 
+// Two sessions on a hung etcd with a long op timeout: the shorter one ends
+// first and its lease is queued for revoking. Neither that revoke nor any
+// other call of the keeper may hold the news of the longer one past its
+// own TTL (another process could own its keys by then).
+TEST_F(EtcdOutageTest, EachSessionEndsWithinItsTtlWhileAnotherOnesRevokeHangs) {
+  constexpr absl::Duration kShortTtl = absl::Seconds(2);
+  constexpr absl::Duration kLongTtl = absl::Seconds(4);
+  EtcdOptions options;
+  options.endpoints = {etcd_->endpoint()};
+  options.op_timeout = absl::Seconds(10);
+  std::unique_ptr<EtcdStore> store = MustCreate(options);
+  ASSERT_NE(store, nullptr);
+  std::atomic<int> short_expired{0}, long_expired{0};
+  SessionOptions short_options;
+  short_options.ttl = kShortTtl;
+  short_options.on_expired = [&] { ++short_expired; };
+  SessionOptions long_options;
+  long_options.ttl = kLongTtl;
+  long_options.on_expired = [&] { ++long_expired; };
+  METADATA_ASSERT_OK(store->CreateSession(short_options));
+  METADATA_ASSERT_OK(store->CreateSession(long_options));
+
+  etcd_->Pause();
+  const absl::Time paused = absl::Now();
+  EXPECT_TRUE(WaitUntil([&] { return short_expired.load() > 0; }, kShortTtl + absl::Seconds(3)));
+  EXPECT_LE(absl::Now() - paused, kShortTtl + absl::Seconds(1));
+  EXPECT_TRUE(WaitUntil([&] { return long_expired.load() > 0; }, kLongTtl + absl::Seconds(12)));
+  EXPECT_LE(absl::Now() - paused, kLongTtl + absl::Seconds(1))
+      << "the loss of the longer session was reported late";
+  etcd_->Resume();
+}
+
 TEST_F(EtcdOutageTest, SessionEndsWhenEtcdIsLostAndSessionsWorkAgainAfterRestart) {
   constexpr absl::Duration kTtl = absl::Seconds(4);
   std::atomic<int> expired{0};
