@@ -418,7 +418,17 @@ absl::Status EtcdStore::CloseSession(SessionId session) {
           absl::StrCat("session ", session, " does not exist or has ended"));
     }
   }
-  return Revoke(session);
+  absl::Status revoked = Revoke(session);
+  if (!revoked.ok() && !absl::IsNotFound(revoked)) {
+    // The session is closed here either way; its lease (and keys) must not
+    // outlive a failed revoke by a TTL, or longer if etcd restarts and renews
+    // it: the keeper revokes it once etcd answers, like a lease given up.
+    absl::MutexLock lock(&mu_);
+    orphaned_leases_.push_back(session);
+    orphan_retry_ = absl::Now() + kRetryInterval;
+    keeper_cv_.Signal();
+  }
+  return revoked;
 }
 
 absl::StatusOr<std::vector<int64_t>> EtcdStore::SendKeepAlives(

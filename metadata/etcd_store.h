@@ -91,7 +91,8 @@ class EtcdStore : public MetadataStore {
   absl::StatusOr<SessionId> CreateSession(const SessionOptions& options) override;
   absl::Status KeepAlive(SessionId session) override;
   // The session is forgotten locally first; UNAVAILABLE means etcd did not
-  // confirm the revoke (its keys then go when etcd expires the lease).
+  // confirm the revoke: the keeper then revokes the lease once etcd answers
+  // again (its keys go then, or when etcd expires the lease, if sooner).
   absl::Status CloseSession(SessionId session) override;
   absl::StatusOr<Version> CurrentRevision() override;
 

@@ -419,6 +419,26 @@ TEST_F(EtcdOutageTest, EachSessionEndsWithinItsTtlWhileAnotherOnesRevokeHangs) {
   etcd_->Resume();
 }
 
+// A session closed while etcd is down: the close is not confirmed, and
+// etcd renews every lease when it restarts. The store keeps the revoke and
+// sends it once etcd is back, so the closed owner's keys go at once instead
+// of a TTL later.
+TEST_F(EtcdOutageTest, ACloseThatEtcdMissedIsRevokedOnceEtcdIsBack) {
+  SessionOptions options;
+  options.ttl = absl::Seconds(20);
+  METADATA_ASSERT_OK_AND_ASSIGN(SessionId session, store_->CreateSession(options));
+  METADATA_ASSERT_OK(store_->Put("owner", "me", kMustNotExist, session));
+  etcd_->Stop();
+  EXPECT_TRUE(absl::IsUnavailable(store_->CloseSession(session)));
+  METADATA_EXPECT_CODE(store_->CloseSession(session), kNotFound);  // closed here either way
+
+  ASSERT_NO_FATAL_FAILURE(RestartAndReconnect());
+  const absl::Time back = absl::Now();
+  EXPECT_TRUE(WaitUntil([&] { return absl::IsNotFound(store_->Get("owner").status()); },
+                        absl::Seconds(25)));
+  EXPECT_LT(absl::Now() - back, absl::Seconds(5)) << "the closed session's key stayed for its TTL";
+}
+
 TEST_F(EtcdOutageTest, SessionEndsWhenEtcdIsLostAndSessionsWorkAgainAfterRestart) {
   constexpr absl::Duration kTtl = absl::Seconds(4);
   std::atomic<int> expired{0};
