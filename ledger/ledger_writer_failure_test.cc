@@ -85,6 +85,20 @@ struct Once {
   absl::Notification note;
 };
 
+// Arms ledger.writer.ensemble_change for ledger `id` (decimal): each change
+// of it notifies `in_change`, then waits for `release` before going on.
+void HoldEnsembleChanges(const std::string& id, std::shared_ptr<Once> in_change,
+                         std::shared_ptr<absl::Notification> release) {
+  FaultPoints::Get().Arm("ledger.writer.ensemble_change",
+                         [id, in_change, release](std::string_view ledger) {
+                           if (ledger == id) {
+                             in_change->Notify();
+                             release->WaitForNotification();
+                           }
+                           return false;
+                         });
+}
+
 // A registered "bookie" that never answers: it accepts connections and
 // completes the HTTP/2 handshake (an empty SETTINGS frame and a SETTINGS
 // ack), so the client's channel is READY, but it never replies to a
@@ -312,14 +326,7 @@ TEST(LedgerWriterFailureTest, L2_FailedEnsembleChangeStillAcknowledgesEntriesTha
 
   auto in_change = std::make_shared<Once>();
   auto release = std::make_shared<absl::Notification>();
-  FaultPoints::Get().Arm("ledger.writer.ensemble_change",
-                         [id, in_change, release](std::string_view ledger) {
-                           if (ledger == id) {
-                             in_change->Notify();
-                             release->WaitForNotification();
-                           }
-                           return false;
-                         });
+  HoldEnsembleChanges(id, in_change, release);
   const meta::v1::Segment segment = writer->metadata().segments(0);
   cluster->StopBookie(cluster->IndexOf(segment.bookies(2)));
   Results results;
@@ -376,14 +383,7 @@ TEST(LedgerWriterFailureTest, AWriterDestroyedDuringAnEnsembleChangeLeavesTheMet
   auto in_change = std::make_shared<Once>();
   auto failed = std::make_shared<Once>();
   auto release = std::make_shared<absl::Notification>();
-  FaultPoints::Get().Arm("ledger.writer.ensemble_change",
-                         [id, in_change, release](std::string_view ledger) {
-                           if (ledger == id) {
-                             in_change->Notify();
-                             release->WaitForNotification();
-                           }
-                           return false;
-                         });
+  HoldEnsembleChanges(id, in_change, release);
   // Hit under the writer's lock when it fails: only notify.
   FaultPoints::Get().Arm("ledger.writer.failed", [id, failed](std::string_view ledger) {
     if (ledger == id) failed->Notify();
