@@ -75,11 +75,12 @@ class EtcdConnection {
   // "etcd at a:1,b:2", for messages.
   const std::string& description() const { return description_; }
 
- private:
   // True once the endpoint's channel is connected (asking it to connect and
   // waiting until `deadline`); false if it did not connect in time (then a
   // request sent there would not have reached etcd).
   static bool WaitConnected(Endpoint& endpoint, absl::Time deadline);
+
+ private:
 
   const absl::Duration op_timeout_;
   std::vector<std::unique_ptr<Endpoint>> endpoints_;

@@ -500,5 +500,88 @@ TEST_F(EtcdOutageTest, WatchResumesAfterRestartWithoutLosingOrRepeatingChanges) 
   EXPECT_EQ(events[2].version, v3);
 }
 
+TEST_F(EtcdOutageTest, AWatchMovesPastADeadEndpointToOneThatCameBack) {
+  // A second endpoint that nothing listens on.
+  absl::StatusOr<std::unique_ptr<EtcdProcess>> spare = EtcdProcess::Start();
+  ASSERT_TRUE(spare.ok()) << spare.status();
+  const std::string dead = (*spare)->endpoint();
+  (*spare)->Stop();
+  EtcdOptions options;
+  options.endpoints = {etcd_->endpoint(), dead};
+  options.op_timeout = kOpTimeout;
+  std::unique_ptr<EtcdStore> store = MustCreate(options);
+  ASSERT_NE(store, nullptr);
+
+  EventCollector collector;
+  METADATA_ASSERT_OK_AND_ASSIGN(auto watch, store->Watch("w/", 0, collector.Callback()));
+  METADATA_ASSERT_OK_AND_ASSIGN(Version v1, store_->Put("w/1", "a", kAnyVersion));
+  ASSERT_TRUE(collector.WaitForEvents(1));
+
+  // The stream breaks; the watch tries the dead endpoint next. It must not
+  // wait there for good while the first one serves again.
+  etcd_->Stop();
+  ASSERT_NO_FATAL_FAILURE(RestartAndReconnect());
+  METADATA_ASSERT_OK_AND_ASSIGN(Version v2, store_->Put("w/2", "b", kAnyVersion));
+  ASSERT_TRUE(collector.WaitForEvents(2));
+  absl::SleepFor(contract::kQuietPeriod);
+  const std::vector<WatchEvent> events = collector.Events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].version, v1);
+  EXPECT_EQ(events[1].key, "w/2");
+  EXPECT_EQ(events[1].version, v2);
+}
+
+// ---- A three-member cluster -------------------------------------------------
+
+TEST(EtcdClusterTest, AWatchIsNeverServedByAMemberThatHasLostItsLeader) {
+  absl::StatusOr<std::vector<std::unique_ptr<EtcdProcess>>> cluster =
+      EtcdProcess::StartCluster(3);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  std::vector<std::unique_ptr<EtcdProcess>>& members = *cluster;
+  EtcdOptions options;
+  options.endpoints = {members[0]->endpoint()};
+  options.op_timeout = absl::Seconds(2);
+  std::unique_ptr<EtcdStore> store = MustCreate(options);
+  ASSERT_NE(store, nullptr);
+  EventCollector collector;
+  METADATA_ASSERT_OK_AND_ASSIGN(auto watch, store->Watch("w/", 0, collector.Callback()));
+  METADATA_ASSERT_OK_AND_ASSIGN(Version v1, store->Put("w/1", "a", kAnyVersion));
+  ASSERT_TRUE(collector.WaitForEvents(1));
+
+  // m0 alone has no leader once its election timeout passes. It could not
+  // learn of changes a majority commits without it (as when it is
+  // partitioned away), so a watch there would stay open and silent: it is
+  // refused instead, and the reason named.
+  members[1]->Stop();
+  members[2]->Stop();
+  absl::Status refused;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        EventCollector unused;
+        refused = store->Watch("w/", 0, unused.Callback()).status();
+        return absl::IsUnavailable(refused) && absl::StrContains(refused.message(), "no leader");
+      },
+      absl::Seconds(15)))
+      << "last: " << refused;
+
+  // Once the cluster has a leader again, the first watch carries on from
+  // where it was: the next change arrives once, nothing is repeated.
+  for (int i : {1, 2}) {
+    absl::Status s = members[i]->Restart();
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  METADATA_ASSERT_OK_AND_ASSIGN(Version v2, store->Put("w/2", "b", kAnyVersion));
+  ASSERT_TRUE(collector.WaitForEvents(2));
+  absl::SleepFor(contract::kQuietPeriod);
+  const std::vector<WatchEvent> events = collector.Events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].version, v1);
+  EXPECT_EQ(events[1].key, "w/2");
+  EXPECT_EQ(events[1].version, v2);
+  EventCollector later;
+  const absl::Status again = store->Watch("w/", 0, later.Callback()).status();
+  EXPECT_TRUE(again.ok()) << again;
+}
+
 }  // namespace
 }  // namespace ledgerkv::metadata

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -49,7 +51,7 @@ absl::StatusOr<int> FreePort() {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(absl::Duration timeout) {
+absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Prepare(std::string name) {
   if (access(kEtcdBinary, X_OK) != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat(kEtcdBinary, " is missing: apt-get install etcd-server (scripts/deps)"));
@@ -58,6 +60,7 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(absl::Duration t
   std::string pattern = (std::filesystem::temp_directory_path() / "ledgerkv-etcd-XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) return absl::ErrnoToStatus(errno, "mkdtemp");
   etcd->dir_ = pattern;
+  etcd->name_ = std::move(name);
   absl::StatusOr<int> client_port = FreePort();
   if (!client_port.ok()) return client_port.status();
   absl::StatusOr<int> peer_port = FreePort();
@@ -65,8 +68,47 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(absl::Duration t
   if (!peer_port.ok()) return peer_port.status();
   etcd->endpoint_ = absl::StrCat("127.0.0.1:", *client_port);
   etcd->peer_url_ = absl::StrCat("http://127.0.0.1:", *peer_port);
-  if (absl::Status s = etcd->Launch(timeout); !s.ok()) return s;
+  etcd->initial_cluster_ = absl::StrCat(etcd->name_, "=", etcd->peer_url_);
   return etcd;
+}
+
+absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(absl::Duration timeout) {
+  absl::StatusOr<std::unique_ptr<EtcdProcess>> etcd = Prepare("ledgerkv-test");
+  if (!etcd.ok()) return etcd.status();
+  if (absl::Status s = (*etcd)->Launch(timeout); !s.ok()) return s;
+  return etcd;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<EtcdProcess>>> EtcdProcess::StartCluster(
+    int n, absl::Duration timeout) {
+  std::vector<std::unique_ptr<EtcdProcess>> members;
+  std::vector<std::string> peers;
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<std::unique_ptr<EtcdProcess>> member = Prepare(absl::StrCat("m", i));
+    if (!member.ok()) return member.status();
+    peers.push_back((*member)->initial_cluster_);
+    members.push_back(std::move(member).value());
+  }
+  // Ports are picked one by one: two members could have drawn the same one.
+  std::vector<std::string> ports;
+  for (const auto& m : members) {
+    ports.push_back(m->endpoint_);
+    ports.push_back(m->peer_url_.substr(std::strlen("http://")));
+  }
+  std::sort(ports.begin(), ports.end());
+  if (std::adjacent_find(ports.begin(), ports.end()) != ports.end()) {
+    return absl::UnavailableError("two etcd members drew the same port; try again");
+  }
+  const std::string initial_cluster = absl::StrJoin(peers, ",");
+  for (auto& m : members) {
+    m->initial_cluster_ = initial_cluster;
+    if (absl::Status s = m->Spawn(); !s.ok()) return s;
+  }
+  // Linearizable reads need a quorum: wait only once every member runs.
+  for (auto& m : members) {
+    if (absl::Status s = m->WaitServing(timeout); !s.ok()) return s;
+  }
+  return members;
 }
 
 EtcdProcess::~EtcdProcess() {
@@ -82,18 +124,24 @@ std::string EtcdProcess::Uri(const std::string& key_prefix) const {
 }
 
 absl::Status EtcdProcess::Launch(absl::Duration timeout) {
+  if (absl::Status s = Spawn(); !s.ok()) return s;
+  return WaitServing(timeout);
+}
+
+absl::Status EtcdProcess::Spawn() {
   const std::string client_url = absl::StrCat("http://", endpoint_);
   // Short raft timers: a single member elects itself in well under a
   // second (also after Restart), and etcd's minimum lease TTL, 1.5
-  // election timeouts, stays at 1 s.
+  // election timeouts, stays at 1 s. A restarted member ignores the
+  // initial-cluster flags and rejoins with what its data directory holds.
   std::vector<std::string> args = {kEtcdBinary,
-                                   "--name=ledgerkv-test",
+                                   "--name=" + name_,
                                    "--data-dir=" + dir_ + "/data",
                                    "--listen-client-urls=" + client_url,
                                    "--advertise-client-urls=" + client_url,
                                    "--listen-peer-urls=" + peer_url_,
                                    "--initial-advertise-peer-urls=" + peer_url_,
-                                   "--initial-cluster=ledgerkv-test=" + peer_url_,
+                                   "--initial-cluster=" + initial_cluster_,
                                    "--heartbeat-interval=50",
                                    "--election-timeout=500",
                                    "--logger=zap",
@@ -118,7 +166,10 @@ absl::Status EtcdProcess::Launch(absl::Duration timeout) {
     _exit(127);
   }
   pid_ = pid;
+  return absl::OkStatus();
+}
 
+absl::Status EtcdProcess::WaitServing(absl::Duration timeout) {
   // gRPC's default reconnect backoff grows to seconds while etcd is not
   // listening yet; poll with a short one on a channel of its own.
   grpc::ChannelArguments channel_args;

@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -30,6 +31,12 @@ class EtcdProcess {
   // tail) if it does not come up within `timeout`.
   static absl::StatusOr<std::unique_ptr<EtcdProcess>> Start(
       absl::Duration timeout = absl::Seconds(30));
+
+  // Starts an n-member cluster (members "m0".."m<n-1>", each on its own
+  // ports and data directory) and waits until every member answers a
+  // linearizable read, i.e. the cluster has elected a leader.
+  static absl::StatusOr<std::vector<std::unique_ptr<EtcdProcess>>> StartCluster(
+      int n, absl::Duration timeout = absl::Seconds(30));
 
   ~EtcdProcess();
   EtcdProcess(const EtcdProcess&) = delete;
@@ -53,11 +60,17 @@ class EtcdProcess {
 
  private:
   EtcdProcess() = default;
+  // A member with fresh ports and data directory, not started yet.
+  static absl::StatusOr<std::unique_ptr<EtcdProcess>> Prepare(std::string name);
   absl::Status Launch(absl::Duration timeout);
+  absl::Status Spawn();
+  absl::Status WaitServing(absl::Duration timeout);
 
   std::string dir_;  // removed by the destructor
+  std::string name_;
   std::string endpoint_;
   std::string peer_url_;
+  std::string initial_cluster_;  // name=peer_url,...
   pid_t pid_ = -1;
 };
 

@@ -12,6 +12,10 @@ namespace {
 
 constexpr absl::Duration kMinBackoff = absl::Milliseconds(100);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
+// The least time an endpoint gets to connect before the next one is tried,
+// and how often a wait for a connection looks for Cancel.
+constexpr absl::Duration kMinConnectWait = absl::Milliseconds(200);
+constexpr absl::Duration kCancelSlice = absl::Milliseconds(100);
 
 }  // namespace
 
@@ -132,10 +136,34 @@ void EtcdWatch::Run() {
 
 absl::Status EtcdWatch::RunStream(size_t index, bool* fatal, bool* confirmed) {
   EtcdConnection::Endpoint& endpoint = conn_->endpoint(index);
+  // Open the stream only once the endpoint is connected. A stream that
+  // waited for a connection (wait_for_ready) would wait for a dead endpoint
+  // without end, however long another one had been serving; one sent at
+  // once would fail while gRPC is still connecting. Each endpoint gets its
+  // share of the op timeout, waited for in slices so Cancel is not held up.
+  const absl::Duration share = std::max(conn_->op_timeout() / conn_->size(), kMinConnectWait);
+  const absl::Time connect_by = absl::Now() + share;
+  bool connected = false;
+  while (!connected && !cancelled() && absl::Now() < connect_by) {
+    connected = EtcdConnection::WaitConnected(endpoint,
+                                              std::min(connect_by, absl::Now() + kCancelSlice));
+  }
+  if (!connected) {
+    if (cancelled()) return absl::CancelledError("watch cancelled");
+    return absl::UnavailableError(absl::StrCat("etcd at ", endpoint.address,
+                                               " unavailable: watch: not connected within ",
+                                               absl::FormatDuration(share)));
+  }
   grpc::ClientContext context;
-  // Connect as soon as etcd is back (see EtcdConnection::Call); Cancel and
-  // Start's timeout end the wait.
-  context.set_wait_for_ready(true);
+  // Connected: a stream that cannot start fails at once and the next
+  // endpoint is tried.
+  context.set_wait_for_ready(false);
+  // Require a leader (etcd's "hasleader" metadata): a member cut off from
+  // the rest of its cluster refuses the watch, and cancels it once it has
+  // been without a leader for a while, with UNAVAILABLE "etcdserver: no
+  // leader". Without it, a watch on a partitioned member stays open and
+  // silent while the majority commits changes it never delivers.
+  context.AddMetadata("hasleader", "true");
   {
     absl::MutexLock lock(&mu_);
     if (cancelled_) return absl::CancelledError("watch cancelled");
@@ -153,9 +181,16 @@ absl::Status EtcdWatch::RunStream(size_t index, bool* fatal, bool* confirmed) {
   create->set_start_revision(next_revision_);
 
   absl::Status result;
-  if (stream->Write(request)) {
+  bool ended_by_etcd = false;
+  if (!stream->Write(request)) {
+    ended_by_etcd = true;  // the call is over; Finish has its status
+  } else {
     etcdserverpb::WatchResponse response;
-    while (stream->Read(&response)) {
+    while (true) {
+      if (!stream->Read(&response)) {
+        ended_by_etcd = true;
+        break;
+      }
       if (response.compact_revision() != 0) {
         *fatal = true;
         result = absl::OutOfRangeError(absl::StrCat(
@@ -200,7 +235,10 @@ absl::Status EtcdWatch::RunStream(size_t index, bool* fatal, bool* confirmed) {
     absl::MutexLock lock(&mu_);
     context_ = nullptr;
   }
-  context.TryCancel();  // when the loop left early; harmless otherwise
+  // Cancel only a stream this side leaves: one that etcd ended carries
+  // etcd's status (such as "no leader"), and a cancel before Finish would
+  // replace it with CANCELLED.
+  if (!ended_by_etcd) context.TryCancel();
   const grpc::Status finish = stream->Finish();
   if (!result.ok()) return result;
   absl::Status status = EtcdConnection::ToStatus(finish, endpoint.address, "watch");

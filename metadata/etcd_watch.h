@@ -5,7 +5,11 @@
 // Resumption: when the stream breaks (etcd restarts, the connection drops)
 // the thread reopens it, on the next endpoint, from the revision after the
 // last one it delivered, so no change is lost or delivered twice. It retries
-// until cancelled. If etcd has compacted that revision meanwhile (or
+// until cancelled, giving each endpoint a share of the op timeout to
+// connect, so a dead endpoint never holds the watch while another serves.
+// The stream requires a leader (etcd's "hasleader"): a member cut off from
+// its cluster ends it and the watch moves on, rather than staying silent
+// while the majority commits. If etcd has compacted that revision meanwhile (or
 // compacts history faster than the watch reads), the changes in between are
 // gone: the watch ends and says so on stderr; a caller that must not miss
 // changes re-lists and watches anew (the interface has no error callback).
