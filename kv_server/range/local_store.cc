@@ -59,7 +59,8 @@ struct Bounded {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LocalStore>> LocalStore::Open(const std::string& dir) {
+absl::StatusOr<std::unique_ptr<LocalStore>> LocalStore::Open(const std::string& dir,
+                                                             const Tuning& tuning) {
   std::error_code ec;
   const bool existed = std::filesystem::exists(dir + "/CURRENT", ec);
   std::filesystem::create_directories(dir, ec);
@@ -73,9 +74,20 @@ absl::StatusOr<std::unique_ptr<LocalStore>> LocalStore::Open(const std::string& 
   // The ledger log is the WAL; without our own WAL, RocksDB must flush the
   // memtables when it closes (it does unless told to avoid it).
   db_options.avoid_flush_during_shutdown = false;
+  // Without a WAL, what survives a crash is what was flushed. The data and
+  // the meta that names their seqno must be flushed together: RocksDB
+  // otherwise flushes each column family when its own memtable fills, and
+  // the meta (four keys per apply) fills first. A kill -9 then left a meta
+  // on disk naming a seqno whose data was lost, and replay started after
+  // it: acknowledged writes gone for good.
+  db_options.atomic_flush = true;
+  rocksdb::ColumnFamilyOptions meta_options;
+  if (tuning.meta_write_buffer_bytes > 0) {
+    meta_options.write_buffer_size = tuning.meta_write_buffer_bytes;
+  }
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
-      {kMetaColumnFamily, rocksdb::ColumnFamilyOptions()},
+      {kMetaColumnFamily, meta_options},
   };
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
@@ -295,6 +307,14 @@ absl::Status LocalStore::ResetMeta(uint64_t applied_seqno, int64_t revision) {
   absl::MutexLock ml(&meta_mu_);
   meta_ = next;
   return absl::OkStatus();
+}
+
+absl::Status LocalStore::Flush() {
+  absl::ReaderMutexLock l(&mu_);
+  RETURN_IF_ERROR(CheckOpenLocked());
+  rocksdb::FlushOptions options;
+  options.wait = true;
+  return FromRocks(db_->Flush(options, {data_cf_, meta_cf_}), "range db flush");
 }
 
 absl::StatusOr<LocalMeta> LocalStore::ReadMeta(const rocksdb::ReadOptions& at) {

@@ -4,6 +4,8 @@
 // key_count and bytes (fixed64 each), always written in the same WriteBatch
 // as the data they describe, so the DB is a consistent prefix of the log.
 // RocksDB's own WAL is disabled on every write: the ledger log is the WAL.
+// Both column families are always flushed together (atomic_flush), so what
+// a crash leaves on disk is a consistent prefix too.
 //
 // Threading: thread-safe. Apply is called by one thread at a time (the
 // range's apply path or recovery). Reads run concurrently with it. Close
@@ -69,10 +71,20 @@ struct SequencedEffect {
 
 class LocalStore {
  public:
+  struct Tuning {
+    // The meta column family's memtable size; 0: RocksDB's default. Tests
+    // make it small, so RocksDB flushes the meta long before the data.
+    size_t meta_write_buffer_bytes = 0;
+  };
+
   // Opens the DB in `dir`, creating it (and the directory) if missing.
   // Errors: local I/O or RocksDB errors as INTERNAL/DATA_LOSS naming `dir`;
   // DATA_LOSS if the meta column family is unreadable.
-  static absl::StatusOr<std::unique_ptr<LocalStore>> Open(const std::string& dir);
+  static absl::StatusOr<std::unique_ptr<LocalStore>> Open(const std::string& dir,
+                                                          const Tuning& tuning);
+  static absl::StatusOr<std::unique_ptr<LocalStore>> Open(const std::string& dir) {
+    return Open(dir, Tuning{});
+  }
   // Removes `dir` and its restore scratch directory. REQUIRES: not open.
   static absl::Status Destroy(const std::string& dir);
 
@@ -111,6 +123,10 @@ class LocalStore {
   // `applied_seqno` and `revision`.
   absl::Status ResetMeta(uint64_t applied_seqno, int64_t revision);
 
+  // Makes everything applied so far durable: flushes both column families
+  // in one atomic flush and waits for it.
+  absl::Status Flush();
+
   // Reads the meta at `at` (a pinned rocksdb snapshot), for snapshots.
   absl::StatusOr<LocalMeta> ReadMeta(const rocksdb::ReadOptions& at);
 
@@ -121,6 +137,9 @@ class LocalStore {
   rocksdb::DB* db() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return db_; }
   rocksdb::ColumnFamilyHandle* data_cf() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return data_cf_;
+  }
+  rocksdb::ColumnFamilyHandle* meta_cf() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return meta_cf_;
   }
   const std::string& dir() const { return dir_; }
 

@@ -163,6 +163,10 @@ absl::StatusOr<std::unique_ptr<Range>> Range::Open(const RangeOptions& options,
     if (restored.ok()) {
       RETURN_IF_ERROR(
           local->ResetMeta(restored->seqno, static_cast<int64_t>(restored->revision)));
+      // The restored data is on disk (ingested files) but the new meta is
+      // only in the memtable: a crash now would leave data at S under a
+      // meta at 0, which replay from seqno 1 would miscount. Flush both.
+      RETURN_IF_ERROR(local->Flush());
       recovery.recovered_from = absl::StrCat("snapshot ", restored->ledger_id);
       recovery.snapshot_seqno = restored->seqno;
     } else if (absl::IsNotFound(restored.status())) {
