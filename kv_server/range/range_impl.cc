@@ -428,6 +428,10 @@ bool RangeImpl::PolicyWakeLocked() const {
          applied_bytes_ - bytes_at_snapshot_ >= options_.snapshot_log_bytes;
 }
 
+bool RangeImpl::PolicyWakeOrWriteLocked() const {
+  return PolicyWakeLocked() || applied_seqno_ > snapshot_seqno_;
+}
+
 void RangeImpl::PolicyLoop() {
   mu_.Lock();
   for (;;) {
@@ -444,8 +448,15 @@ void RangeImpl::PolicyLoop() {
       mu_.Lock();
       continue;
     }
-    mu_.AwaitWithDeadline(absl::Condition(this, &RangeImpl::PolicyWakeLocked),
-                          last_snapshot_time_ + options_.snapshot_interval);
+    const absl::Time due = last_snapshot_time_ + options_.snapshot_interval;
+    if (applied_seqno_ <= snapshot_seqno_ && absl::Now() >= due) {
+      // The interval has passed with nothing new to copy: wait for a write,
+      // not for a deadline that is already past (that spun a core on every
+      // idle range).
+      mu_.Await(absl::Condition(this, &RangeImpl::PolicyWakeOrWriteLocked));
+    } else {
+      mu_.AwaitWithDeadline(absl::Condition(this, &RangeImpl::PolicyWakeLocked), due);
+    }
   }
   mu_.Unlock();
 }

@@ -118,6 +118,8 @@ class RangeImpl final : public Range {
 
   void PolicyLoop();
   bool PolicyWakeLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // PolicyWakeLocked, or a write not yet in a snapshot.
+  bool PolicyWakeOrWriteLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Takes a snapshot and truncates the log; a failure is logged to stderr
   // and counted, and the policy waits for the next threshold.
   absl::Status TakeSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(snapshot_mu_);

@@ -1,5 +1,7 @@
 // Recovery, snapshots, truncation and fencing of a Range over real bookies
 // (docs/range-server.md, "Recovery", "Snapshots and truncation").
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
@@ -264,6 +266,41 @@ TEST_F(RangeTest, IntervalTakesASnapshotOnlyAfterWrites) {
   EXPECT_EQ(range->stats().snapshot_seqno, 1u);
   absl::SleepFor(absl::Milliseconds(500));
   EXPECT_EQ(range->stats().snapshots_taken, 1);  // no new writes, no new snapshot
+}
+
+// CPU time (user + system) of this whole process so far.
+absl::Duration ProcessCpu() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return absl::DurationFromTimeval(usage.ru_utime) + absl::DurationFromTimeval(usage.ru_stime);
+}
+
+TEST_F(RangeTest, AnIdleRangeWaitsForWritesInsteadOfSpinning) {
+  RangeOptions options = Options();
+  options.snapshot_interval = absl::Milliseconds(50);
+  LKV_ASSIGN_OR_FAIL(auto range, Open(options));
+  LKV_ASSERT_OK(Put(*range, "k", "v"));
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (range->stats().snapshots_taken < 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(range->stats().snapshots_taken, 1);
+  // The interval is long past and nothing new was written: the policy
+  // thread has nothing to do. A thread that polled a past deadline instead
+  // would burn a whole core here (about 1 s of CPU); the bookies and gRPC
+  // of this idle process use a few milliseconds.
+  const absl::Duration before = ProcessCpu();
+  absl::SleepFor(absl::Seconds(1));
+  const absl::Duration used = ProcessCpu() - before;
+  EXPECT_LT(used, absl::Milliseconds(300)) << "CPU used by an idle process in 1 s";
+  EXPECT_EQ(range->stats().snapshots_taken, 1);
+  // A write wakes it: the next snapshot follows.
+  LKV_ASSERT_OK(Put(*range, "k", "w"));
+  while (range->stats().snapshots_taken < 2 && absl::Now() < deadline + absl::Seconds(10)) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(range->stats().snapshots_taken, 2);
+  EXPECT_EQ(range->stats().snapshot_seqno, 2u);
 }
 
 TEST_F(RangeTest, CorruptNewestSnapshotFallsBackToTheOlderOne) {
