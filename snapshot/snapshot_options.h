@@ -64,10 +64,13 @@ struct SnapshotInfo {
   uint64_t bytes = 0;
 };
 
-// The (revision, seqno) of the state a snapshot copies.
+// The (revision, seqno) of the state a snapshot copies, and its number of
+// records when known (-1: unknown; goes into the header, and restore
+// checks it).
 struct SnapshotPoint {
   uint64_t revision = 0;
   uint64_t seqno = 0;
+  int64_t key_count = -1;
 };
 
 // What to copy: one column family of a RocksDB, as of one rocksdb snapshot.
@@ -84,11 +87,10 @@ struct SnapshotSource {
   // key, written in the same batch as the data). Called once, before any
   // data is read, with ReadOptions pinned to that point. When empty,
   // `point` is used: then the caller must have read it at `snapshot`.
+  // Its key_count must be read at that point too (or be -1): a count read
+  // at any other moment may not match the records copied.
   std::function<absl::StatusOr<SnapshotPoint>(const rocksdb::ReadOptions& at)> read_point;
   SnapshotPoint point;
-  // Number of records if known, else -1 (goes into the header only; the
-  // footer always has the exact count).
-  int64_t key_count = -1;
 };
 
 // Where a restore loads: one column family, which must be empty.

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -155,6 +156,41 @@ TEST_F(SnapshotTest, SnapshotIsExactlyTheStateAtTheRocksdbSnapshotWhileWritesGoO
       << "the scratch directory was left behind";
   EXPECT_EQ(store_->stats().restore_failures, 0);
   db->ReleaseSnapshot(at);
+}
+
+TEST_F(SnapshotTest, ASnapshotIsPublishedOnlyWithTheKeyCountOfItsRecords) {
+  auto db = OpenDb("source");
+  for (int i = 0; i < 3; ++i) Put(*db, KeyFor(i), ValueFor(i, 1));
+
+  // A count taken at another moment than the copy (one key short): restore
+  // would refuse it as corrupt, after the log below it was truncated. It is
+  // not published, and its ledger is gone.
+  SnapshotSource stale = Source(*db, 1, 1);
+  stale.point.key_count = 2;
+  auto refused = store_->TakeSnapshot(kRange, stale);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInternal) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "would not restore"))
+      << refused.status();
+  LKV_ASSIGN_OR_FAIL(auto listed, store_->ListSnapshots(kRange));
+  EXPECT_TRUE(listed.empty());
+
+  // The count read at the point being copied, while a write goes on: the
+  // late key is neither copied nor counted, and the snapshot restores.
+  SnapshotSource source = Source(*db, 2, 2);
+  source.read_point = [&](const rocksdb::ReadOptions& at) -> absl::StatusOr<SnapshotPoint> {
+    Put(*db, KeyFor(99), ValueFor(99, 1));  // after the point
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(at));
+    int64_t count = 0;
+    for (it->SeekToFirst(); it->Valid(); it->Next()) ++count;
+    return SnapshotPoint{.revision = 2, .seqno = 2, .key_count = count};
+  };
+  LKV_ASSIGN_OR_FAIL(SnapshotInfo info, store_->TakeSnapshot(kRange, source));
+  EXPECT_EQ(info.record_count, 3u);
+  auto target = OpenDb("restored");
+  auto restored = store_->RestoreNewestValid(kRange, {.db = target.get()});
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->ledger_id, info.ledger_id);
+  EXPECT_EQ(Contents(*target).size(), 3u);
 }
 
 TEST_F(SnapshotTest, RetentionKeepsTheLastTwoAndDeletesTheOldestLedger) {

@@ -130,6 +130,14 @@ absl::StatusOr<SnapshotInfo> WriteEntries(const SnapshotOptions& options, uint64
   // Test hook: a footer whose CRC does not match the data, to exercise the
   // restore's check and the fallback to an older snapshot.
   if (LEDGERKV_FAULT("snapshot.writer.bad_footer_crc")) footer.crc32c ^= 0x5a5a5a5a;
+  // Restore refuses a header whose key count differs from the records, so
+  // such a snapshot must never be published: it would only look like
+  // corruption later, after the log below it was truncated.
+  if (header.key_count >= 0 && static_cast<uint64_t>(header.key_count) != footer.record_count) {
+    return fail(absl::InternalError(absl::StrCat(
+        "the source says ", header.key_count, " keys but ", footer.record_count,
+        " records were copied; not publishing a snapshot that would not restore")));
+  }
   if (absl::Status s = send(EncodeFooter(footer)); !s.ok()) return fail(s);
   RETURN_IF_ERROR(in_flight->WaitAll());
   RETURN_IF_ERROR(writer.Close());
@@ -188,7 +196,6 @@ absl::StatusOr<SnapshotInfo> WriteSnapshotLedger(const SnapshotOptions& options,
 
   SnapshotHeader header;
   header.range_id = range_id;
-  header.key_count = source.key_count;
   header.ctime_unix_ms = absl::ToUnixMillis(absl::Now());
   header.comparator = cf->GetComparator()->Name();
   SnapshotPoint point = source.point;
@@ -203,6 +210,7 @@ absl::StatusOr<SnapshotInfo> WriteSnapshotLedger(const SnapshotOptions& options,
   }
   header.revision = point.revision;
   header.seqno = point.seqno;
+  header.key_count = point.key_count;
 
   ledger::CreateOptions create;
   create.ensemble_size = options.ensemble_size;

@@ -489,15 +489,16 @@ absl::Status RangeImpl::SnapshotAndTruncateLocked(int64_t bytes_mark) {
   source.db = local_->db();
   source.column_family = local_->data_cf();
   LocalStore* local = local_.get();
-  // V and S from the meta column family at the rocksdb snapshot being
-  // copied, so they describe exactly the data in the snapshot.
+  // V, S and the key count from the meta column family at the rocksdb
+  // snapshot being copied, so they describe exactly the data in the
+  // snapshot (writes go on meanwhile).
   source.read_point =
       [local](const rocksdb::ReadOptions& at) -> absl::StatusOr<snapshot::SnapshotPoint> {
     ASSIGN_OR_RETURN(LocalMeta meta, local->ReadMeta(at));
     return snapshot::SnapshotPoint{.revision = static_cast<uint64_t>(meta.revision),
-                                   .seqno = meta.applied_seqno};
+                                   .seqno = meta.applied_seqno,
+                                   .key_count = meta.key_count};
   };
-  source.key_count = local_->meta().key_count;
   ASSIGN_OR_RETURN(snapshot::SnapshotInfo info,
                    snapshots_->TakeSnapshot(descriptor_.range_id, source));
   {
