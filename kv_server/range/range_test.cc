@@ -388,6 +388,17 @@ TEST_F(RangeTest, BadInputIsRefusedNamingTheLimitAndChangesNothing) {
   v1::TxnRequest bad_operand;
   *bad_operand.add_compares() = CmpNumber("c", v1::Compare::VALUE, v1::Compare::EQUAL, 1);
   bad.push_back({Txn(*range, bad_operand).status(), "number operand"});
+  // An unknown compare result must not count as "false" and run the
+  // failure branch.
+  v1::TxnRequest unknown_result;
+  *unknown_result.add_compares() = CmpNumber("c", v1::Compare::VERSION, v1::Compare::EQUAL, 1);
+  unknown_result.mutable_compares(0)->set_result(static_cast<v1::Compare::Result>(7));
+  *unknown_result.add_failure()->mutable_put() = PutReq("c", "failure branch");
+  bad.push_back({Txn(*range, unknown_result).status(), "unknown result 7"});
+  v1::TxnRequest unknown_target = unknown_result;
+  unknown_target.mutable_compares(0)->set_result(v1::Compare::EQUAL);
+  unknown_target.mutable_compares(0)->set_target(static_cast<v1::Compare::Target>(9));
+  bad.push_back({Txn(*range, unknown_target).status(), "unknown target 9"});
   v1::TxnRequest huge;
   for (int i = 0; i < 3; ++i) *huge.add_success()->mutable_put() = PutReq("c", std::string(4000, 'k') );
   huge.mutable_success(0)->mutable_put()->set_key("c" + std::string(4000, 'k'));

@@ -117,6 +117,16 @@ absl::Status RequestValidator::CheckTxn(const ledgerkv::v1::TxnRequest& request)
   }
   for (const ledgerkv::v1::Compare& c : request.compares()) {
     RETURN_IF_ERROR(CheckKey(c.key()));
+    // An unknown target or result (a newer client, a bad encoder) would
+    // otherwise count as a false compare and run the failure branch.
+    if (!ledgerkv::v1::Compare::Target_IsValid(c.target())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "compare of ", DisplayKey(c.key()), " has an unknown target ", c.target()));
+    }
+    if (!ledgerkv::v1::Compare::Result_IsValid(c.result())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "compare of ", DisplayKey(c.key()), " has an unknown result ", c.result()));
+    }
     const bool wants_value = c.target() == ledgerkv::v1::Compare::VALUE;
     if (wants_value && c.operand_case() == ledgerkv::v1::Compare::kNumber) {
       return absl::InvalidArgumentError(
