@@ -207,6 +207,19 @@ void RangeImpl::Execute(Callback<Response> done,
         } else {
           answer = [done, status](const absl::Status& s) { done(s.ok() ? status : s); };
         }
+        if (options_.linearizable_read_check) {
+          // Nothing reaches the log, so no fence stops a deposed owner
+          // here: the answer (found values, a failed condition's actual
+          // version) is a read of this server's state, and is given only
+          // when a linearizable read would be, checked when it is given.
+          answer = [check = options_.linearizable_read_check,
+                    answer = std::move(answer)](const absl::Status& s) {
+            if (s.ok()) {
+              if (absl::Status lease = check(); !lease.ok()) return answer(lease);
+            }
+            answer(s);
+          };
+        }
         if (pending_.empty()) {
           now = std::move(answer);
         } else {

@@ -1,6 +1,7 @@
 // Semantics of the Range write and read paths (docs/kv-api.md) over real
 // bookies, the embedded store and a real local RocksDB.
 #include <algorithm>
+#include <atomic>
 #include <set>
 #include <string>
 #include <vector>
@@ -480,6 +481,44 @@ TEST_F(RangeTest, LinearizableReadsAskTheCheckSerializableReadsDoNot) {
   LKV_ASSIGN_OR_FAIL(auto got, range->Get(get));
   EXPECT_EQ(got.kv().value(), "v");
   EXPECT_EQ(checks, 2);
+}
+
+TEST_F(RangeTest, WritesThatChangeNothingAnswerOnlyWhenALinearizableReadWould) {
+  RangeOptions options = Options();
+  std::atomic<bool> lease_valid{true};
+  options.linearizable_read_check = [&lease_valid]() {
+    return lease_valid ? absl::OkStatus() : absl::UnavailableError("lease not certainly valid");
+  };
+  LKV_ASSIGN_OR_FAIL(auto range, Open(options));
+  LKV_ASSERT_OK(Put(*range, "k", "v"));
+
+  // A deposed owner (its lease lapsed, another server may own the range)
+  // must not answer from its state: these reach no log, so nothing else
+  // would stop it.
+  lease_valid = false;
+  v1::PutRequest conditional = PutReq("k", "w");
+  conditional.set_expected_version(5);
+  v1::TxnRequest get_only;
+  get_only.add_success()->mutable_get()->set_key("k");
+  v1::TxnRequest failing_compare;
+  *failing_compare.add_compares() = CmpNumber("k", v1::Compare::VERSION, v1::Compare::EQUAL, 9);
+  failing_compare.add_failure()->mutable_get()->set_key("k");
+  const absl::Status refused[] = {Put(*range, conditional).status(), Txn(*range, get_only).status(),
+                                  Txn(*range, failing_compare).status(),
+                                  Delete(*range, DelReq("absent")).status()};
+  for (const absl::Status& s : refused) {
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "lease not certainly valid")) << s;
+  }
+  // A write that changes something goes through the log, whose fencing
+  // protects it: the lease is not asked.
+  LKV_ASSERT_OK(Put(*range, "k", "x"));
+
+  lease_valid = true;
+  LKV_ASSIGN_OR_FAIL(v1::TxnResponse got, Txn(*range, get_only));
+  ASSERT_EQ(got.results_size(), 1);
+  EXPECT_EQ(got.results(0).get().kv().value(), "x");
+  EXPECT_EQ(Put(*range, conditional).status().code(), StatusCode::kFailedPrecondition);
 }
 
 TEST_F(RangeTest, CloseWaitsForPendingWritesThenRefusesMore) {
