@@ -34,7 +34,7 @@ absl::StatusOr<std::unique_ptr<LedgerClient>> LedgerClient::Create(ClientOptions
 absl::StatusOr<std::unique_ptr<LedgerWriter>> LedgerClient::CreateLedger(
     const CreateOptions& options) {
   const int E = options.ensemble_size, Qw = options.write_quorum, Qa = options.ack_quorum;
-  if (!(E >= Qw && Qw >= Qa && Qa >= 1) || E > 64) {
+  if (!(E >= Qw && Qw >= Qa && Qa >= 1) || E > kMaxEnsembleSize) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ledger needs E >= Qw >= Qa >= 1 and E <= 64; got E=", E, " Qw=", Qw, " Qa=", Qa));
   }

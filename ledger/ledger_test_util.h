@@ -366,6 +366,9 @@ class FlakyStore : public metadata::MetadataStore {
   std::atomic<int> fail_lists{0};
   std::atomic<int> lose_put_replies{0};
   std::function<void(std::string_view key)> after_get;
+  // Runs once a Put has been applied, before its caller hears of it (and
+  // before lose_put_replies is consulted).
+  std::function<void(std::string_view key)> after_put;
 
   absl::StatusOr<metadata::VersionedValue> Get(std::string_view key) override {
     if (Take(fail_gets)) return absl::UnavailableError("flaky store: Get");
@@ -377,6 +380,7 @@ class FlakyStore : public metadata::MetadataStore {
                                         metadata::Version expected,
                                         metadata::SessionId session) override {
     auto put = real_->Put(key, value, expected, session);
+    if (put.ok() && after_put) after_put(key);
     if (put.ok() && Take(lose_put_replies)) return absl::UnavailableError("flaky store: Put reply");
     return put;
   }

@@ -107,4 +107,16 @@ std::string DescribeLog(const meta::v1::LogMetadata& log, const std::string& nam
                       absl::StrJoin(segments, ", "), "]");
 }
 
+bool MayBeNamedByLog(metadata::MetadataStore& store, std::string_view key,
+                     const std::string& name, uint64_t ledger_id, metadata::Version expected) {
+  auto now = LoadLog(store, key, name);
+  if (!now.ok()) return true;  // unknown: keep it
+  for (const meta::v1::LogSegment& segment : now->metadata.segments()) {
+    if (segment.ledger_id() == ledger_id) return true;
+  }
+  // Not named, and the log has moved past the version our request expected:
+  // a late arrival of that request can no longer land.
+  return now->version == expected;
+}
+
 }  // namespace ledgerkv::wal

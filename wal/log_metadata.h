@@ -60,4 +60,13 @@ absl::Status LogFencedError(const std::string& name, uint64_t epoch);
 // "log x: epoch 3, segments [ledger 7: 1..40 CLOSED, ledger 9: 41.. OPEN]".
 std::string DescribeLog(const meta::v1::LogMetadata& log, const std::string& name);
 
+// After a CAS of ours that expected version `expected` and would have named
+// `ledger_id` failed: whether the log may name that ledger now or later, so
+// that deleting it could leave the log naming a missing ledger (the next
+// owner's recovery would then fail with DATA_LOSS for good). False only
+// when a read shows the log past `expected` (so no request of ours can
+// still land) without naming the ledger; an unknown outcome is true.
+bool MayBeNamedByLog(metadata::MetadataStore& store, std::string_view key,
+                     const std::string& name, uint64_t ledger_id, metadata::Version expected);
+
 }  // namespace ledgerkv::wal

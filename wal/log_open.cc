@@ -1,5 +1,6 @@
 // LogWriter::Open: the opening (fencing) protocol of docs/wal-format.md:
 // raise the epoch, recover the previous writer's ledger, append a new one.
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <utility>
@@ -27,9 +28,11 @@ absl::Status CheckWriterOptions(const LogOptions& options) {
   // Checked here as well as by the ledger client: a bad request must fail
   // before the epoch is raised, which would fence the current writer.
   if (!(options.ensemble_size >= options.write_quorum && options.write_quorum >= options.ack_quorum &&
-        options.ack_quorum >= 1)) {
+        options.ack_quorum >= 1) ||
+      options.ensemble_size > ledger::LedgerClient::kMaxEnsembleSize) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "LogOptions: need E >= Qw >= Qa >= 1, got E=", options.ensemble_size,
+        "LogOptions: need E >= Qw >= Qa >= 1 and E <= ", ledger::LedgerClient::kMaxEnsembleSize,
+        ", got E=", options.ensemble_size,
         " Qw=", options.write_quorum, " Qa=", options.ack_quorum));
   }
   return absl::OkStatus();
@@ -158,13 +161,23 @@ absl::StatusOr<std::unique_ptr<LogWriter>> LogWriter::Open(const LogOptions& opt
 
   // 4. One CAS: recovered segments CLOSED, the new one OPEN. It fails if
   // anyone raised the epoch since step 1.
+  metadata::Version version = log.version;  // what the last attempt expected
   auto give_up = [&](absl::Status status) {
     const uint64_t id = writer->id();
     writer.reset();
+    // A CAS of ours may have landed (a lost reply) and a newer owner may
+    // have read it since, and will recover this ledger: deleting it then
+    // would fail that recovery with DATA_LOSS for good.
+    if (MayBeNamedByLog(*options.metadata, key, name, id, version)) {
+      std::fprintf(stderr,
+                   "ledgerkv: log %s: open could not confirm its new segment (ledger %llu); "
+                   "leaving the ledger to the log's next owner\n",
+                   name.c_str(), static_cast<unsigned long long>(id));
+      return status;
+    }
     IgnoreError(options.client->DeleteLedger(id));  // named by no log
     return status;
   };
-  metadata::Version version = log.version;
   for (int attempt = 1;; ++attempt) {
     auto stored = StoreLog(*options.metadata, key, next, version);
     if (stored.ok()) {

@@ -1,9 +1,13 @@
 // Opening a log that another writer had: crash recovery, fencing of a live
 // writer, and a writer whose ledger fails. Real bookies with fsync.
+#include <algorithm>
 #include <atomic>
 #include <set>
 #include <thread>
+#include <vector>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/synchronization/notification.h"
 #include "wal/wal_test_util.h"
 
 namespace ledgerkv::wal {
@@ -192,9 +196,94 @@ TEST_F(LogRecoveryTest, FailedOpenWithBadQuorumsDoesNotFenceTheCurrentWriter) {
   LogOptions bad = options_;
   bad.write_quorum = 4;
   EXPECT_EQ(LogWriter::Open(bad, "log-q").status().code(), absl::StatusCode::kInvalidArgument);
+  // Quorums that hold but an ensemble no ledger may have: refused before
+  // the epoch is raised too, not after the current writer was fenced.
+  bad = options_;
+  bad.ensemble_size = 65;
+  EXPECT_EQ(LogWriter::Open(bad, "log-q").status().code(), absl::StatusCode::kInvalidArgument);
   LKV_ASSIGN_OR_FAIL(auto log, GetLogMetadata(options_, "log-q"));
   EXPECT_EQ(log.epoch(), 1u);
   LKV_ASSERT_OK(writer->AppendAndWait("still the owner"));
+}
+
+TEST_F(LogRecoveryTest, ARollWhoseReplyWasLostLeavesItsLedgerToTheNextOwner) {
+  // Writer A rolls; its segment switch lands in the store but the reply is
+  // lost. Before A learns anything, B opens the log: B raises the epoch and
+  // will recover the ledger the switch named. A's reread finds itself
+  // fenced. A must not delete that ledger: B's recovery would fail with
+  // DATA_LOSS, and so would every later open of the log.
+  ledger::testing::FlakyStore a_store(cluster_->store());
+  ledger::testing::FlakyStore b_store(cluster_->store());
+  LogOptions a_options = options_;
+  a_options.metadata = &a_store;
+  a_options.roll_bytes = 4096;
+  LogOptions b_options = options_;
+  b_options.metadata = &b_store;
+  LKV_ASSIGN_OR_FAIL(auto a, LogWriter::Open(a_options, "log-r"));
+
+  absl::Notification b_raised;
+  absl::Notification a_failed;
+  absl::StatusOr<std::unique_ptr<LogWriter>> b = absl::UnknownError("not opened");
+  std::thread b_thread;
+  b_store.after_put = [&](std::string_view) {
+    if (b_raised.HasBeenNotified()) return;
+    b_raised.Notify();  // B's epoch is raised; it recovers once A is done
+    a_failed.WaitForNotificationWithTimeout(absl::Seconds(30));
+  };
+  std::atomic<bool> armed{true};
+  a_store.lose_put_replies = 1;  // A's next Put is its roll's switch
+  a_store.after_put = [&](std::string_view) {
+    if (!armed.exchange(false)) return;
+    b_thread = std::thread([&] { b = LogWriter::Open(b_options, "log-r"); });
+    b_raised.WaitForNotification();
+  };
+
+  absl::Cleanup join_b = [&] {
+    if (!a_failed.HasBeenNotified()) a_failed.Notify();
+    if (b_thread.joinable()) b_thread.join();
+  };
+
+  // Waves of records until A rolls and fails: every record before the
+  // failure is acknowledged, none after it.
+  constexpr int64_t kPerWave = 20;
+  uint64_t acked = 0;
+  bool failed = false;
+  for (int wave = 0; wave < 200 && !failed; ++wave) {
+    for (const auto& r : AppendAll(*a, absl::StrCat("w", wave), kPerWave)) {
+      if (!r.ok()) {
+        failed = true;
+      } else {
+        EXPECT_FALSE(failed) << "an ack after a failure";
+        EXPECT_EQ(*r, acked + 1);
+        acked = *r;
+      }
+    }
+  }
+  ASSERT_TRUE(failed) << "A never rolled";
+  ASSERT_GT(acked, 0u);
+  // The ledger the landed switch named (B has loaded it as OPEN).
+  LKV_ASSIGN_OR_FAIL(auto log, GetLogMetadata(options_, "log-r"));
+  ASSERT_GE(log.segments_size(), 2);
+  const uint64_t named = log.segments(log.segments_size() - 1).ledger_id();
+  // A deleted it within moments, when it did.
+  const absl::Time until = absl::Now() + absl::Seconds(2);
+  while (absl::Now() < until && !absl::IsNotFound(client_->GetLedgerMetadata(named).status())) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  a_failed.Notify();
+  b_thread.join();
+  ASSERT_TRUE(b.ok()) << b.status();
+  LKV_ASSERT_OK((*b)->AppendAndWait("b"));
+  LKV_ASSERT_OK((*b)->Close());  // its last record becomes readable
+
+  // Every record A had acknowledged is in the log, in order, then B's.
+  LKV_ASSIGN_OR_FAIL(auto all, ReadAll("log-r", 1));
+  ASSERT_EQ(all.size(), acked + 1);
+  ExpectContiguous(all, 1);
+  for (uint64_t s = 1; s <= acked; ++s) {
+    EXPECT_EQ(all[s - 1].data, testing::WaveRecordFor(s, kPerWave, 64));
+  }
+  EXPECT_EQ(all.back().data, "b");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "wal/log_writer.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -367,8 +368,11 @@ void LogWriter::Roll() {
       rolling_ = false;
     }
   }
-  // The new ledger is in no segment list: delete it.
-  auto abandon = [&](absl::Status error) {
+  // The new ledger is in no segment list: delete it. Unless `may_be_named`:
+  // then the segment switch may have landed (a lost reply, and maybe a new
+  // owner that has read it since), and the ledger is left to the log's
+  // next owner, which recovers it.
+  auto abandon = [&](absl::Status error, bool may_be_named = false) {
     if (!error.ok()) {
       absl::MutexLock l(&mu_);
       FailLocked(std::move(error));
@@ -376,6 +380,13 @@ void LogWriter::Roll() {
       rolling_ = false;
     }
     next.reset();
+    if (may_be_named) {
+      std::fprintf(stderr,
+                   "ledgerkv: log %s: roll to ledger %llu failed with an unknown outcome; "
+                   "leaving the ledger to the log's next owner\n",
+                   name_.c_str(), static_cast<unsigned long long>(next_id));
+      return;
+    }
     DeleteLedgerQuietly(next_id);
   };
   if (old == nullptr) {  // failed or stopping meanwhile
@@ -391,6 +402,7 @@ void LogWriter::Roll() {
     return;
   }
   absl::Status switched;
+  bool may_be_named = false;
   {
     absl::MutexLock l(&meta_mu_);
     switched = UpdateMetadataLocked([&](meta::v1::LogMetadata& log) -> absl::StatusOr<bool> {
@@ -407,9 +419,13 @@ void LogWriter::Roll() {
       added->set_state(meta::v1::LogSegment::OPEN);
       return true;
     });
+    // meta_version_ is what the last attempt expected.
+    if (!switched.ok()) {
+      may_be_named = MayBeNamedByLog(*options_.metadata, key_, name_, next_id, meta_version_);
+    }
   }
   if (!switched.ok()) {
-    abandon(switched);
+    abandon(switched, may_be_named);
     return;
   }
   {
