@@ -168,7 +168,7 @@ TEST_F(SnapshotTest, ASnapshotIsPublishedOnlyWithTheKeyCountOfItsRecords) {
   SnapshotSource stale = Source(*db, 1, 1);
   stale.point.key_count = 2;
   auto refused = store_->TakeSnapshot(kRange, stale);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInternal) << refused.status();
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "would not restore"))
       << refused.status();
   LKV_ASSIGN_OR_FAIL(auto listed, store_->ListSnapshots(kRange));

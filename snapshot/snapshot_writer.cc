@@ -134,7 +134,7 @@ absl::StatusOr<SnapshotInfo> WriteEntries(const SnapshotOptions& options, uint64
   // such a snapshot must never be published: it would only look like
   // corruption later, after the log below it was truncated.
   if (header.key_count >= 0 && static_cast<uint64_t>(header.key_count) != footer.record_count) {
-    return fail(absl::InternalError(absl::StrCat(
+    return fail(absl::FailedPreconditionError(absl::StrCat(
         "the source says ", header.key_count, " keys but ", footer.record_count,
         " records were copied; not publishing a snapshot that would not restore")));
   }

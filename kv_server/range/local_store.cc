@@ -309,6 +309,15 @@ absl::Status LocalStore::ResetMeta(uint64_t applied_seqno, int64_t revision) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool> LocalStore::HasData() {
+  absl::ReaderMutexLock l(&mu_);
+  RETURN_IF_ERROR(CheckOpenLocked());
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), data_cf_));
+  it->SeekToFirst();
+  RETURN_IF_ERROR(FromRocks(it->status(), "range db iterate"));
+  return it->Valid();
+}
+
 absl::Status LocalStore::Flush() {
   absl::ReaderMutexLock l(&mu_);
   RETURN_IF_ERROR(CheckOpenLocked());

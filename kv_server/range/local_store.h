@@ -123,6 +123,9 @@ class LocalStore {
   // `applied_seqno` and `revision`.
   absl::Status ResetMeta(uint64_t applied_seqno, int64_t revision);
 
+  // Whether the data column family holds any key.
+  absl::StatusOr<bool> HasData();
+
   // Makes everything applied so far durable: flushes both column families
   // in one atomic flush and waits for it.
   absl::Status Flush();

@@ -505,15 +505,34 @@ absl::Status RangeImpl::SnapshotAndTruncateLocked(int64_t bytes_mark) {
   // V, S and the key count from the meta column family at the rocksdb
   // snapshot being copied, so they describe exactly the data in the
   // snapshot (writes go on meanwhile).
-  source.read_point =
-      [local](const rocksdb::ReadOptions& at) -> absl::StatusOr<snapshot::SnapshotPoint> {
-    ASSIGN_OR_RETURN(LocalMeta meta, local->ReadMeta(at));
-    return snapshot::SnapshotPoint{.revision = static_cast<uint64_t>(meta.revision),
-                                   .seqno = meta.applied_seqno,
-                                   .key_count = meta.key_count};
+  // A count known to disagree with the data is left out (-1).
+  auto read_point = [local](bool with_count) {
+    return [local, with_count](
+               const rocksdb::ReadOptions& at) -> absl::StatusOr<snapshot::SnapshotPoint> {
+      ASSIGN_OR_RETURN(LocalMeta meta, local->ReadMeta(at));
+      return snapshot::SnapshotPoint{.revision = static_cast<uint64_t>(meta.revision),
+                                     .seqno = meta.applied_seqno,
+                                     .key_count = with_count ? meta.key_count : -1};
+    };
   };
-  ASSIGN_OR_RETURN(snapshot::SnapshotInfo info,
-                   snapshots_->TakeSnapshot(descriptor_.range_id, source));
+  source.read_point = read_point(key_count_trusted_);
+  absl::StatusOr<snapshot::SnapshotInfo> taken =
+      snapshots_->TakeSnapshot(descriptor_.range_id, source);
+  if (absl::IsFailedPrecondition(taken.status()) && key_count_trusted_) {
+    // The writer refused a header count that differs from the records (so
+    // the snapshot would not restore). The count has drifted; snapshots must
+    // go on all the same, without it. A restore recounts.
+    std::cerr << "ledgerkv: range " << descriptor_.range_id
+              << ": snapshot refused: " << taken.status().message()
+              << "; the range's key count has drifted: snapshots go on without it, and its "
+                 "key_count stat is off until the range is next restored from a snapshot"
+              << std::endl;
+    key_count_trusted_ = false;
+    source.read_point = read_point(false);
+    taken = snapshots_->TakeSnapshot(descriptor_.range_id, source);
+  }
+  RETURN_IF_ERROR(taken.status());
+  const snapshot::SnapshotInfo& info = *taken;
   {
     absl::MutexLock l(&mu_);
     snapshot_seqno_ = std::max(snapshot_seqno_, info.seqno);

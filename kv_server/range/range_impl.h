@@ -149,6 +149,9 @@ class RangeImpl final : public Range {
   // with the end of Close.
   absl::Mutex snapshot_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   bool db_closed_ ABSL_GUARDED_BY(snapshot_mu_) = false;
+  // False once a snapshot was refused because the meta's key count differs
+  // from the data: later snapshots leave the count out of their header.
+  bool key_count_trusted_ ABSL_GUARDED_BY(snapshot_mu_) = true;
 
   mutable absl::Mutex mu_;
   // The pending view: newest unapplied state of every key a pending write

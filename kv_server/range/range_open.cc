@@ -1,5 +1,6 @@
 // Range::Open: recovery of a range (docs/range-server.md, "Recovery").
 #include <future>
+#include <iostream>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -141,13 +142,27 @@ absl::StatusOr<std::unique_ptr<Range>> Range::Open(const RangeOptions& options,
   // 2. Keep the local state if the log still covers it.
   RecoveryInfo recovery;
   uint64_t applied = local->meta().applied_seqno;
-  if (local->existed() && applied > log_end) {
+  bool usable = local->existed();
+  if (usable && applied == 0) {
+    // Data under a meta at seqno 0 is not a prefix of the log: it is a
+    // restore that crashed after ingesting its files (durable at once) and
+    // before its meta was flushed. Replaying from seqno 1 on top of it
+    // would miscount keys and bytes; restore again instead.
+    ASSIGN_OR_RETURN(bool has_data, local->HasData());
+    if (has_data) {
+      std::cerr << "ledgerkv: range " << id << ": local state in " << options.data_dir
+                << " has data but no applied seqno (an interrupted restore); restoring again"
+                << std::endl;
+      usable = false;
+    }
+  }
+  if (usable && applied > log_end) {
     return absl::DataLossError(absl::StrCat(
         "range ", id, ": local state in ", options.data_dir, " is at seqno ", applied,
         ", ahead of the log, which ends at ", log_end,
         "; refusing to serve state the log does not hold"));
   }
-  if (local->existed() && log_first <= applied + 1) {
+  if (usable && log_first <= applied + 1) {
     recovery.recovered_from = applied > 0 ? "local" : "empty";
   } else {
     // 3. Start over from the newest valid snapshot.

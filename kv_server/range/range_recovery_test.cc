@@ -14,7 +14,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "kv_server/range/local_store.h"
 #include "kv_server/range/range_test_util.h"
+#include "rocksdb/db.h"
+#include "snapshot/snapshot_store.h"
 #include "snapshot/snapshot_test_util.h"
 
 namespace ledgerkv::kv::testing {
@@ -201,6 +204,75 @@ TEST_F(RangeTest, WipedLocalStateIsRestoredFromSnapshotPlusReplay) {
   }
   EXPECT_EQ(GetValue(*range, "key5"), std::nullopt);
   EXPECT_EQ(GetKv(*range, "key0")->version(), 3);
+}
+
+TEST_F(RangeTest, ARestoreCutShortBeforeItsMetaIsRestoredAgainNotReplayedOnTop) {
+  RangeOptions options = Options();
+  LKV_ASSIGN_OR_FAIL(auto range, Open(options));
+  Overwrite(*range, 20, 2, 60);
+  LKV_ASSERT_OK(range->SnapshotNow());
+  const auto last = Overwrite(*range, 20, 1, 60);
+  LKV_ASSERT_OK(Delete(*range, DelReq("key5")));
+  const RangeStats before = range->stats();
+  LKV_ASSERT_OK(range->Close());
+  range.reset();
+  ASSERT_EQ(before.log_first_seqno, 1u);  // replay from 1 would be possible
+
+  // What a crash in the middle of a restore leaves: the snapshot's files
+  // ingested (durable at once), the meta never written.
+  std::filesystem::remove_all(options.data_dir);
+  {
+    LKV_ASSIGN_OR_FAIL(auto local, LocalStore::Open(options.data_dir));
+    LKV_ASSIGN_OR_FAIL(auto snapshots, snapshot::SnapshotStore::Create(options.snapshot));
+    snapshot::RestoreTarget target;
+    target.db = local->db();
+    target.column_family = local->data_cf();
+    LKV_ASSERT_OK(snapshots->RestoreNewestValid(descriptor_.range_id, target).status());
+    LKV_ASSERT_OK(local->Close());
+  }
+
+  LKV_ASSIGN_OR_FAIL(range, Open(options));
+  const RangeStats stats = range->stats();
+  EXPECT_TRUE(absl::StartsWith(stats.recovered_from, "snapshot ")) << stats.recovered_from;
+  EXPECT_EQ(stats.revision, before.revision);
+  EXPECT_EQ(stats.key_count, 19);
+  EXPECT_EQ(stats.bytes, before.bytes);
+  for (int k = 0; k < 20; ++k) {
+    if (k == 5) continue;
+    EXPECT_EQ(GetValue(*range, absl::StrCat("key", k)), last[k]);
+  }
+  EXPECT_EQ(GetValue(*range, "key5"), std::nullopt);
+}
+
+TEST_F(RangeTest, AKeyCountThatDriftedDoesNotStopSnapshotsAndARestoreRecountsIt) {
+  RangeOptions options = Options();
+  LKV_ASSIGN_OR_FAIL(auto range, Open(options));
+  Overwrite(*range, 20, 1, 60);
+  LKV_ASSERT_OK(range->Close());
+  range.reset();
+  {
+    // A meta whose key count is off (as a crash before atomic flushes, or
+    // a replay over restored data, could leave it).
+    LKV_ASSIGN_OR_FAIL(auto local, LocalStore::Open(options.data_dir));
+    std::string count(8, '\0');
+    count[0] = 25;  // fixed64, little-endian
+    ASSERT_TRUE(local->db()->Put(rocksdb::WriteOptions(), local->meta_cf(), "key_count", count).ok());
+    LKV_ASSERT_OK(local->Close());
+  }
+  LKV_ASSIGN_OR_FAIL(range, Open(options));
+  ASSERT_EQ(range->stats().key_count, 25);
+  // A header with that count would not restore: the snapshot goes out
+  // without one rather than not at all.
+  LKV_ASSERT_OK(range->SnapshotNow());
+  EXPECT_EQ(range->stats().snapshots_taken, 1);
+  LKV_ASSERT_OK(range->Close());
+  range.reset();
+
+  std::filesystem::remove_all(options.data_dir);
+  LKV_ASSIGN_OR_FAIL(range, Open(options));
+  EXPECT_TRUE(absl::StartsWith(range->stats().recovered_from, "snapshot "))
+      << range->stats().recovered_from;
+  EXPECT_EQ(range->stats().key_count, 20);
 }
 
 TEST_F(RangeTest, SnapshotTruncatesTheLogAndBoundsReplay) {
