@@ -365,6 +365,9 @@ class FlakyStore : public metadata::MetadataStore {
   std::atomic<int> fail_gets{0};
   std::atomic<int> fail_lists{0};
   std::atomic<int> lose_put_replies{0};
+  // Puts that fail UNAVAILABLE unapplied, kept to land later (as an etcd
+  // request past its client's deadline may): ApplyDeferredPuts.
+  std::atomic<int> defer_puts{0};
   std::function<void(std::string_view key)> after_get;
   // Runs once a Put has been applied, before its caller hears of it (and
   // before lose_put_replies is consulted).
@@ -379,6 +382,11 @@ class FlakyStore : public metadata::MetadataStore {
   absl::StatusOr<metadata::Version> Put(std::string_view key, std::string_view value,
                                         metadata::Version expected,
                                         metadata::SessionId session) override {
+    if (Take(defer_puts)) {
+      absl::MutexLock lock(&deferred_mu_);
+      deferred_.push_back({std::string(key), std::string(value), expected, session});
+      return absl::UnavailableError("flaky store: Put deferred");
+    }
     auto put = real_->Put(key, value, expected, session);
     if (put.ok() && after_put) after_put(key);
     if (put.ok() && Take(lose_put_replies)) return absl::UnavailableError("flaky store: Put reply");
@@ -412,8 +420,30 @@ class FlakyStore : public metadata::MetadataStore {
   absl::StatusOr<metadata::Version> CurrentRevision() override {
     return real_->CurrentRevision();
   }
+  // Lets the deferred Puts arrive now, each with its original expected
+  // version; returns their outcomes.
+  std::vector<absl::Status> ApplyDeferredPuts() {
+    std::vector<Deferred> deferred;
+    {
+      absl::MutexLock lock(&deferred_mu_);
+      deferred.swap(deferred_);
+    }
+    std::vector<absl::Status> out;
+    for (const Deferred& d : deferred) {
+      out.push_back(real_->Put(d.key, d.value, d.expected, d.session).status());
+    }
+    return out;
+  }
 
  private:
+  struct Deferred {
+    std::string key;
+    std::string value;
+    metadata::Version expected;
+    metadata::SessionId session;
+  };
+  absl::Mutex deferred_mu_;
+  std::vector<Deferred> deferred_ ABSL_GUARDED_BY(deferred_mu_);
   static bool Take(std::atomic<int>& n) {
     int left = n.load();
     while (left > 0 && !n.compare_exchange_weak(left, left - 1)) {

@@ -65,11 +65,14 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::WriteSnapshot(uint64_t range_id,
 absl::StatusOr<SnapshotInfo> SnapshotStore::TakeSnapshot(uint64_t range_id,
                                                          const SnapshotSource& source) {
   ASSIGN_OR_RETURN(SnapshotInfo info, WriteSnapshot(range_id, source));
-  absl::Status published = Publish(info);
+  std::optional<metadata::Version> expected;
+  absl::Status published = Publish(info, &expected);
   if (published.ok()) return info;
 
-  // Delete the ledger only if the manifest certainly does not name it: a
-  // publish whose reply was lost may have succeeded.
+  // Delete the ledger only if the manifest certainly does not name it and
+  // never will: a publish whose reply was lost may have succeeded, or (an
+  // etcd request past its client deadline) may still land while the
+  // manifest is at the version it expected.
   const std::string context =
       absl::StrCat("snapshot in ledger ", info.ledger_id, " of range ", range_id, " not published");
   auto listed = LoadManifest(*options_.metadata, ManifestKey(range_id), range_id);
@@ -77,6 +80,9 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::TakeSnapshot(uint64_t range_id,
     return WithContext(published, absl::StrCat(context, " (outcome unknown, ledger kept)"));
   }
   if (Lists(listed->manifest, info.ledger_id)) return info;
+  if (expected.has_value() && listed->version == *expected) {
+    return WithContext(published, absl::StrCat(context, " (outcome unknown, ledger kept)"));
+  }
   absl::Status deleted = options_.client->DeleteLedger(info.ledger_id);
   if (!deleted.ok() && !absl::IsNotFound(deleted)) {
     absl::FPrintF(stderr, "snapshot: range %d: could not delete unpublished ledger %d: %s\n",
@@ -85,7 +91,8 @@ absl::StatusOr<SnapshotInfo> SnapshotStore::TakeSnapshot(uint64_t range_id,
   return WithContext(published, context);
 }
 
-absl::Status SnapshotStore::Publish(const SnapshotInfo& info) {
+absl::Status SnapshotStore::Publish(const SnapshotInfo& info,
+                                    std::optional<metadata::Version>* last_expected) {
   const std::string key = ManifestKey(info.range_id);
   const meta::v1::SnapshotRecord record = ToRecord(info);
   for (int attempt = 1;; ++attempt) {
@@ -93,6 +100,7 @@ absl::Status SnapshotStore::Publish(const SnapshotInfo& info) {
                      LoadManifest(*options_.metadata, key, info.range_id));
     ASSIGN_OR_RETURN(bool added, AddToManifest(&loaded.manifest, record, options_.retain));
     if (!added) break;
+    if (last_expected != nullptr) *last_expected = loaded.version;
     auto stored = StoreManifest(*options_.metadata, key, loaded.manifest, loaded.version);
     if (stored.ok()) break;
     if (!absl::IsAborted(stored.status()) || attempt == kCasAttempts) {

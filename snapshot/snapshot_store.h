@@ -21,11 +21,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "metadata/metadata_store.h"
 #include "snapshot/snapshot_options.h"
 
 namespace ledgerkv::snapshot {
@@ -68,7 +70,10 @@ class SnapshotStore {
   // FAILED_PRECONDITION (manifest unchanged) if the snapshot is older than
   // the oldest retained one (the log may be truncated below that); DATA_LOSS
   // if the manifest is unreadable; the store's error otherwise.
-  absl::Status Publish(const SnapshotInfo& info);
+  // `*last_expected`: the manifest version the last CAS attempt expected
+  // (unset if none was sent).
+  absl::Status Publish(const SnapshotInfo& info,
+                       std::optional<metadata::Version>* last_expected = nullptr);
 
   // The retained snapshots of `range_id`, oldest first (empty if none).
   // DATA_LOSS if the manifest is unreadable; the store's error otherwise.

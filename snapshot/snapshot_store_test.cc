@@ -193,6 +193,35 @@ TEST_F(SnapshotTest, ASnapshotIsPublishedOnlyWithTheKeyCountOfItsRecords) {
   EXPECT_EQ(Contents(*target).size(), 3u);
 }
 
+TEST_F(SnapshotTest, APublishWithAnUnknownOutcomeKeepsItsLedgerForALateArrival) {
+  // The manifest CAS times out unapplied, but is still on its way (an etcd
+  // request past its client's deadline) and lands after the writer gave
+  // up. The ledger it names must still be there.
+  ledger::testing::FlakyStore flaky(cluster_->store());
+  SnapshotOptions options = options_;
+  options.metadata = &flaky;
+  LKV_ASSIGN_OR_FAIL(auto store, SnapshotStore::Create(options));
+  auto db = OpenDb("source");
+  for (int i = 0; i < 3; ++i) Put(*db, KeyFor(i), ValueFor(i, 1));
+
+  flaky.defer_puts = 1;
+  auto taken = store->TakeSnapshot(kRange, Source(*db, 1, 1));
+  EXPECT_TRUE(absl::IsUnavailable(taken.status())) << taken.status();
+  EXPECT_TRUE(absl::StrContains(taken.status().message(), "ledger kept")) << taken.status();
+
+  const std::vector<absl::Status> landed = flaky.ApplyDeferredPuts();
+  ASSERT_EQ(landed.size(), 1u);
+  LKV_ASSERT_OK(landed[0]);
+  LKV_ASSIGN_OR_FAIL(auto listed, store->ListSnapshots(kRange));
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_TRUE(LedgerExists(listed[0].ledger_id));
+  auto target = OpenDb("restored");
+  auto restored = store->RestoreNewestValid(kRange, {.db = target.get()});
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->ledger_id, listed[0].ledger_id);
+  EXPECT_EQ(Contents(*target).size(), 3u);
+}
+
 TEST_F(SnapshotTest, RetentionKeepsTheLastTwoAndDeletesTheOldestLedger) {
   auto db = OpenDb("source");
   std::vector<SnapshotInfo> taken;
