@@ -47,10 +47,10 @@ absl::StatusOr<std::shared_ptr<EtcdWatch>> EtcdWatch::Start(std::shared_ptr<Etcd
       if (watch->cv_.WaitWithDeadline(&watch->mu_, deadline)) break;
     }
     if (!watch->created_) {
-      status = absl::UnavailableError(absl::StrCat(watch->conn_->description(),
-                                                   " did not confirm a watch on \"",
-                                                   watch->prefix_, "\" within ",
-                                                   absl::FormatDuration(timeout)));
+      status = absl::UnavailableError(absl::StrCat(
+          watch->conn_->description(), " did not confirm a watch on \"", watch->prefix_,
+          "\" within ", absl::FormatDuration(timeout),
+          watch->last_error_.ok() ? "" : "; last: ", watch->last_error_.message()));
     } else {
       status = watch->create_status_;
     }
@@ -97,7 +97,6 @@ void EtcdWatch::SetCreated(absl::Status status) {
 void EtcdWatch::Run() {
   absl::Duration backoff = kMinBackoff;
   size_t index = conn_->preferred();
-  size_t failed_creations = 0;
   while (!cancelled()) {
     bool fatal = false;
     bool confirmed = false;
@@ -109,11 +108,15 @@ void EtcdWatch::Run() {
       created = created_;
     }
     if (!created) {
-      // Start is waiting: tell it once every endpoint has failed.
-      if (fatal || ++failed_creations >= conn_->size()) {
+      // Start is waiting: a fatal error ends it; anything else (an endpoint
+      // down, a member without a leader while an election runs) is tried
+      // again on the next endpoint until Start's timeout, which names it.
+      if (fatal) {
         SetCreated(status);
         break;
       }
+      absl::MutexLock lock(&mu_);
+      last_error_ = status;
     } else if (fatal) {
       std::fprintf(stderr, "ledgerkv: watch on \"%s\" ended: %s\n", prefix_.c_str(),
                    status.ToString().c_str());

@@ -74,6 +74,7 @@ class EtcdWatch : public std::enable_shared_from_this<EtcdWatch> {
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool created_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status create_status_ ABSL_GUARDED_BY(mu_);
+  absl::Status last_error_ ABSL_GUARDED_BY(mu_);  // of a try to create it
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;  // the open stream's
   std::thread thread_ ABSL_GUARDED_BY(mu_);
 };
