@@ -37,12 +37,12 @@ class LedgerClient {
   LedgerClient& operator=(const LedgerClient&) = delete;
   ~LedgerClient();
 
-  // Creates an empty OPEN ledger on E distinct writable bookies and returns
-  // its writer. The id comes from the "ledger" id generator; the metadata is
-  // written with CAS "must not exist".
   // The largest ensemble a ledger may have.
   static constexpr int kMaxEnsembleSize = 64;
 
+  // Creates an empty OPEN ledger on E distinct writable bookies and returns
+  // its writer. The id comes from the "ledger" id generator; the metadata is
+  // written with CAS "must not exist".
   // INVALID_ARGUMENT unless E >= Qw >= Qa >= 1 and E <= 64 (L1; nothing is
   // created); UNAVAILABLE if fewer than E writable bookies are registered
   // or the metadata store fails.
