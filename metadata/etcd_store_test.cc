@@ -500,6 +500,19 @@ TEST_F(EtcdOutageTest, WatchResumesAfterRestartWithoutLosingOrRepeatingChanges) 
   EXPECT_EQ(events[2].version, v3);
 }
 
+// The watch delivered the put of w/1 at v1, then the put of w/2 at v2, and
+// nothing else (no change lost, none repeated).
+void ExpectPutsOfW1ThenW2(EventCollector& collector, Version v1, Version v2) {
+  ASSERT_TRUE(collector.WaitForEvents(2));
+  absl::SleepFor(contract::kQuietPeriod);
+  const std::vector<WatchEvent> events = collector.Events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].key, "w/1");
+  EXPECT_EQ(events[0].version, v1);
+  EXPECT_EQ(events[1].key, "w/2");
+  EXPECT_EQ(events[1].version, v2);
+}
+
 TEST_F(EtcdOutageTest, AWatchMovesPastADeadEndpointToOneThatCameBack) {
   // A second endpoint that nothing listens on.
   absl::StatusOr<std::unique_ptr<EtcdProcess>> spare = EtcdProcess::Start();
@@ -522,13 +535,7 @@ TEST_F(EtcdOutageTest, AWatchMovesPastADeadEndpointToOneThatCameBack) {
   etcd_->Stop();
   ASSERT_NO_FATAL_FAILURE(RestartAndReconnect());
   METADATA_ASSERT_OK_AND_ASSIGN(Version v2, store_->Put("w/2", "b", kAnyVersion));
-  ASSERT_TRUE(collector.WaitForEvents(2));
-  absl::SleepFor(contract::kQuietPeriod);
-  const std::vector<WatchEvent> events = collector.Events();
-  ASSERT_EQ(events.size(), 2u);
-  EXPECT_EQ(events[0].version, v1);
-  EXPECT_EQ(events[1].key, "w/2");
-  EXPECT_EQ(events[1].version, v2);
+  ExpectPutsOfW1ThenW2(collector, v1, v2);
 }
 
 // ---- A three-member cluster -------------------------------------------------
@@ -571,13 +578,7 @@ TEST(EtcdClusterTest, AWatchIsNeverServedByAMemberThatHasLostItsLeader) {
     ASSERT_TRUE(s.ok()) << s;
   }
   METADATA_ASSERT_OK_AND_ASSIGN(Version v2, store->Put("w/2", "b", kAnyVersion));
-  ASSERT_TRUE(collector.WaitForEvents(2));
-  absl::SleepFor(contract::kQuietPeriod);
-  const std::vector<WatchEvent> events = collector.Events();
-  ASSERT_EQ(events.size(), 2u);
-  EXPECT_EQ(events[0].version, v1);
-  EXPECT_EQ(events[1].key, "w/2");
-  EXPECT_EQ(events[1].version, v2);
+  ExpectPutsOfW1ThenW2(collector, v1, v2);
   EventCollector later;
   const absl::Status again = store->Watch("w/", 0, later.Callback()).status();
   EXPECT_TRUE(again.ok()) << again;

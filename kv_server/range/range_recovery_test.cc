@@ -178,45 +178,58 @@ TEST_F(RangeTest, CrashWithWritesInFlightKeepsEveryAcknowledgedWrite) {
   EXPECT_EQ(next.header().revision(), n + 1);
 }
 
-TEST_F(RangeTest, WipedLocalStateIsRestoredFromSnapshotPlusReplay) {
-  RangeOptions options = Options();
-  LKV_ASSIGN_OR_FAIL(auto range, Open(options));
+// What the two restore tests below write: 20 keys twice, a snapshot (at
+// seqno 40), the keys once more, key5 deleted; then the range is closed.
+struct History {
+  std::vector<std::string> last;  // each key's last value
+  RangeStats before;              // stats before the close
+};
+
+void WriteHistoryAndClose(std::unique_ptr<Range>& range, History* history) {
   Overwrite(*range, 20, 2, 60);
   LKV_ASSERT_OK(range->SnapshotNow());
   EXPECT_EQ(range->stats().snapshot_seqno, 40u);
-  const auto last = Overwrite(*range, 20, 1, 60);
+  history->last = Overwrite(*range, 20, 1, 60);
   LKV_ASSERT_OK(Delete(*range, DelReq("key5")));
-  const RangeStats before = range->stats();
+  history->before = range->stats();
   LKV_ASSERT_OK(range->Close());
   range.reset();
+}
+
+// The range was recovered from the snapshot (plus replay) and holds the
+// history's last state, with exact revision, key count and bytes.
+void ExpectHistoryRestoredFromSnapshot(Range& range, const History& history) {
+  const RangeStats stats = range.stats();
+  EXPECT_TRUE(absl::StartsWith(stats.recovered_from, "snapshot ")) << stats.recovered_from;
+  EXPECT_EQ(stats.revision, history.before.revision);
+  EXPECT_EQ(stats.key_count, 19);
+  EXPECT_EQ(stats.bytes, history.before.bytes);
+  for (int k = 0; k < 20; ++k) {
+    if (k == 5) continue;
+    EXPECT_EQ(GetValue(range, absl::StrCat("key", k)), history.last[k]);
+  }
+  EXPECT_EQ(GetValue(range, "key5"), std::nullopt);
+}
+
+TEST_F(RangeTest, WipedLocalStateIsRestoredFromSnapshotPlusReplay) {
+  RangeOptions options = Options();
+  LKV_ASSIGN_OR_FAIL(auto range, Open(options));
+  History history;
+  ASSERT_NO_FATAL_FAILURE(WriteHistoryAndClose(range, &history));
   std::filesystem::remove_all(options.data_dir);
 
   LKV_ASSIGN_OR_FAIL(range, Open(options));
-  const RangeStats stats = range->stats();
-  EXPECT_TRUE(absl::StartsWith(stats.recovered_from, "snapshot ")) << stats.recovered_from;
-  EXPECT_EQ(stats.replayed_records, 21);
-  EXPECT_EQ(stats.revision, before.revision);
-  EXPECT_EQ(stats.key_count, 19);
-  EXPECT_EQ(stats.bytes, before.bytes);
-  for (int k = 0; k < 20; ++k) {
-    if (k == 5) continue;
-    EXPECT_EQ(GetValue(*range, absl::StrCat("key", k)), last[k]);
-  }
-  EXPECT_EQ(GetValue(*range, "key5"), std::nullopt);
+  EXPECT_EQ(range->stats().replayed_records, 21);
+  ExpectHistoryRestoredFromSnapshot(*range, history);
   EXPECT_EQ(GetKv(*range, "key0")->version(), 3);
 }
 
 TEST_F(RangeTest, ARestoreCutShortBeforeItsMetaIsRestoredAgainNotReplayedOnTop) {
   RangeOptions options = Options();
   LKV_ASSIGN_OR_FAIL(auto range, Open(options));
-  Overwrite(*range, 20, 2, 60);
-  LKV_ASSERT_OK(range->SnapshotNow());
-  const auto last = Overwrite(*range, 20, 1, 60);
-  LKV_ASSERT_OK(Delete(*range, DelReq("key5")));
-  const RangeStats before = range->stats();
-  LKV_ASSERT_OK(range->Close());
-  range.reset();
-  ASSERT_EQ(before.log_first_seqno, 1u);  // replay from 1 would be possible
+  History history;
+  ASSERT_NO_FATAL_FAILURE(WriteHistoryAndClose(range, &history));
+  ASSERT_EQ(history.before.log_first_seqno, 1u);  // replay from 1 would be possible
 
   // What a crash in the middle of a restore leaves: the snapshot's files
   // ingested (durable at once), the meta never written.
@@ -232,16 +245,7 @@ TEST_F(RangeTest, ARestoreCutShortBeforeItsMetaIsRestoredAgainNotReplayedOnTop) 
   }
 
   LKV_ASSIGN_OR_FAIL(range, Open(options));
-  const RangeStats stats = range->stats();
-  EXPECT_TRUE(absl::StartsWith(stats.recovered_from, "snapshot ")) << stats.recovered_from;
-  EXPECT_EQ(stats.revision, before.revision);
-  EXPECT_EQ(stats.key_count, 19);
-  EXPECT_EQ(stats.bytes, before.bytes);
-  for (int k = 0; k < 20; ++k) {
-    if (k == 5) continue;
-    EXPECT_EQ(GetValue(*range, absl::StrCat("key", k)), last[k]);
-  }
-  EXPECT_EQ(GetValue(*range, "key5"), std::nullopt);
+  ExpectHistoryRestoredFromSnapshot(*range, history);
 }
 
 TEST_F(RangeTest, AKeyCountThatDriftedDoesNotStopSnapshotsAndARestoreRecountsIt) {
