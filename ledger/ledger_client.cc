@@ -31,6 +31,8 @@ absl::StatusOr<std::unique_ptr<LedgerClient>> LedgerClient::Create(ClientOptions
       new LedgerClient(std::make_shared<ClientCore>(std::move(options))));
 }
 
+int64_t LedgerClient::max_entry_bytes() const { return core_->options.max_entry_bytes; }
+
 absl::StatusOr<std::unique_ptr<LedgerWriter>> LedgerClient::CreateLedger(
     const CreateOptions& options) {
   const int E = options.ensemble_size, Qw = options.write_quorum, Qa = options.ack_quorum;

@@ -39,6 +39,8 @@ class LedgerClient {
 
   // The largest ensemble a ledger may have.
   static constexpr int kMaxEnsembleSize = 64;
+  // The largest entry an append accepts (ClientOptions::max_entry_bytes).
+  int64_t max_entry_bytes() const;
 
   // Creates an empty OPEN ledger on E distinct writable bookies and returns
   // its writer. The id comes from the "ledger" id generator; the metadata is

@@ -1,5 +1,6 @@
 // LogWriter::Open: the opening (fencing) protocol of docs/wal-format.md:
 // raise the epoch, recover the previous writer's ledger, append a new one.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -34,6 +35,19 @@ absl::Status CheckWriterOptions(const LogOptions& options) {
         "LogOptions: need E >= Qw >= Qa >= 1 and E <= ", ledger::LedgerClient::kMaxEnsembleSize,
         ", got E=", options.ensemble_size,
         " Qw=", options.write_quorum, " Qa=", options.ack_quorum));
+  }
+  // The largest entry the writer makes: a batch of max_batch_bytes, or one
+  // record alone with its framing. The ledger refuses anything larger, and
+  // the writer would fail on the first such record instead of here.
+  const int64_t largest_entry =
+      std::max<int64_t>(options.max_batch_bytes,
+                        static_cast<int64_t>(kBatchHeaderBytes + kMaxRecordOverhead) +
+                            options.max_record_bytes);
+  if (largest_entry > options.client->max_entry_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LogOptions: entries of up to ", largest_entry, " bytes (max_record_bytes ",
+        options.max_record_bytes, " plus framing, or max_batch_bytes ", options.max_batch_bytes,
+        ") exceed the ledger client's max_entry_bytes ", options.client->max_entry_bytes()));
   }
   return absl::OkStatus();
 }
@@ -162,13 +176,14 @@ absl::StatusOr<std::unique_ptr<LogWriter>> LogWriter::Open(const LogOptions& opt
   // 4. One CAS: recovered segments CLOSED, the new one OPEN. It fails if
   // anyone raised the epoch since step 1.
   metadata::Version version = log.version;  // what the last attempt expected
+  bool unknown_outcome = false;             // a write failed UNAVAILABLE
   auto give_up = [&](absl::Status status) {
     const uint64_t id = writer->id();
     writer.reset();
     // A CAS of ours may have landed (a lost reply) and a newer owner may
     // have read it since, and will recover this ledger: deleting it then
     // would fail that recovery with DATA_LOSS for good.
-    if (MayBeNamedByLog(*options.metadata, key, name, id, version)) {
+    if (unknown_outcome && MayBeNamedByLog(*options.metadata, key, name, id, version)) {
       std::fprintf(stderr,
                    "ledgerkv: log %s: open could not confirm its new segment (ledger %llu); "
                    "leaving the ledger to the log's next owner\n",
@@ -184,6 +199,7 @@ absl::StatusOr<std::unique_ptr<LogWriter>> LogWriter::Open(const LogOptions& opt
       version = *stored;
       break;
     }
+    if (absl::IsUnavailable(stored.status())) unknown_outcome = true;
     if (!absl::IsAborted(stored.status()) && !absl::IsUnavailable(stored.status())) {
       return give_up(stored.status());
     }

@@ -43,7 +43,8 @@ struct LogOptions {
   // wait (and keep growing up to max_batch_bytes).
   int max_entries_in_flight = 64;
   // Largest record Append accepts. Must leave room for the entry header
-  // below the ledger client's max_entry_bytes (16 MiB by default).
+  // below the ledger client's max_entry_bytes (16 MiB by default): Open
+  // refuses options where it does not.
   int64_t max_record_bytes = int64_t{8} << 20;
 
   // A writer starts a new ledger once the current one holds roll_bytes of

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "wal/wal_test_util.h"
 
@@ -201,6 +202,12 @@ TEST_F(LogRecoveryTest, FailedOpenWithBadQuorumsDoesNotFenceTheCurrentWriter) {
   bad = options_;
   bad.ensemble_size = 65;
   EXPECT_EQ(LogWriter::Open(bad, "log-q").status().code(), absl::StatusCode::kInvalidArgument);
+  // Records the ledger could not take as one entry.
+  bad = options_;
+  bad.max_record_bytes = client_->max_entry_bytes();
+  const absl::Status too_big = LogWriter::Open(bad, "log-q").status();
+  EXPECT_EQ(too_big.code(), absl::StatusCode::kInvalidArgument) << too_big;
+  EXPECT_TRUE(absl::StrContains(too_big.message(), "max_entry_bytes")) << too_big;
   LKV_ASSIGN_OR_FAIL(auto log, GetLogMetadata(options_, "log-q"));
   EXPECT_EQ(log.epoch(), 1u);
   LKV_ASSERT_OK(writer->AppendAndWait("still the owner"));

@@ -402,6 +402,7 @@ void LogWriter::Roll() {
     return;
   }
   absl::Status switched;
+  bool unknown_outcome = false;
   bool may_be_named = false;
   {
     absl::MutexLock l(&meta_mu_);
@@ -418,9 +419,10 @@ void LogWriter::Roll() {
       added->set_first_seqno(last + 1);
       added->set_state(meta::v1::LogSegment::OPEN);
       return true;
-    });
+    }, &unknown_outcome);
+    // Only a write that may have been applied can name the ledger;
     // meta_version_ is what the last attempt expected.
-    if (!switched.ok()) {
+    if (!switched.ok() && unknown_outcome) {
       may_be_named = MayBeNamedByLog(*options_.metadata, key_, name_, next_id, meta_version_);
     }
   }
@@ -444,7 +446,8 @@ void LogWriter::Roll() {
   old.reset();  // joins its (idle) thread, outside mu_
 }
 
-absl::Status LogWriter::UpdateMetadataLocked(const MetadataMutation& mutate) {
+absl::Status LogWriter::UpdateMetadataLocked(const MetadataMutation& mutate,
+                                             bool* unknown_outcome) {
   meta::v1::LogMetadata next = meta_;
   ASSIGN_OR_RETURN(bool changed, mutate(next));
   if (!changed) return absl::OkStatus();
@@ -457,6 +460,7 @@ absl::Status LogWriter::UpdateMetadataLocked(const MetadataMutation& mutate) {
       return absl::OkStatus();
     }
     const bool transient = absl::IsUnavailable(stored.status());
+    if (transient && unknown_outcome != nullptr) *unknown_outcome = true;
     if (!transient && !absl::IsAborted(stored.status())) return stored.status();
     if (attempt >= options_.metadata_retries) {
       return absl::UnavailableError(absl::StrCat("log ", name_, ": cannot update metadata: ",

@@ -191,8 +191,10 @@ class LogWriter {
   using MetadataMutation = std::function<absl::StatusOr<bool>(meta::v1::LogMetadata& log)>;
   // Applies `mutate` to the log metadata and writes it by CAS, re-reading
   // and re-applying after a lost race that kept the epoch; the fenced error
-  // if the epoch moved.
-  absl::Status UpdateMetadataLocked(const MetadataMutation& mutate)
+  // if the epoch moved. `*unknown_outcome` (if given) is set when a write
+  // failed without saying whether it was applied (UNAVAILABLE).
+  absl::Status UpdateMetadataLocked(const MetadataMutation& mutate,
+                                    bool* unknown_outcome = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(meta_mu_);
   void DeleteLedgerQuietly(uint64_t id);
 
