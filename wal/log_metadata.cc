@@ -1,7 +1,11 @@
 #include "wal/log_metadata.h"
 
+#include <cstdio>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "ledger/ledger_client.h"
 
 namespace ledgerkv::wal {
 
@@ -107,6 +111,8 @@ std::string DescribeLog(const meta::v1::LogMetadata& log, const std::string& nam
                       absl::StrJoin(segments, ", "), "]");
 }
 
+namespace {
+
 bool MayBeNamedByLog(metadata::MetadataStore& store, std::string_view key,
                      const std::string& name, uint64_t ledger_id, metadata::Version expected) {
   auto now = LoadLog(store, key, name);
@@ -117,6 +123,21 @@ bool MayBeNamedByLog(metadata::MetadataStore& store, std::string_view key,
   // Not named, and the log has moved past the version our request expected:
   // a late arrival of that request can no longer land.
   return now->version == expected;
+}
+
+}  // namespace
+
+void DeleteUnlessTheLogMayNameIt(const LogOptions& options, std::string_view key,
+                                 const std::string& name, uint64_t ledger_id,
+                                 bool unknown_outcome, metadata::Version expected) {
+  if (unknown_outcome && MayBeNamedByLog(*options.metadata, key, name, ledger_id, expected)) {
+    std::fprintf(stderr,
+                 "ledgerkv: log %s: a segment CAS naming ledger %llu failed with an unknown "
+                 "outcome; leaving the ledger to the log's next owner\n",
+                 name.c_str(), static_cast<unsigned long long>(ledger_id));
+    return;
+  }
+  IgnoreError(options.client->DeleteLedger(ledger_id));
 }
 
 }  // namespace ledgerkv::wal

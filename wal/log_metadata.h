@@ -60,13 +60,17 @@ absl::Status LogFencedError(const std::string& name, uint64_t epoch);
 // "log x: epoch 3, segments [ledger 7: 1..40 CLOSED, ledger 9: 41.. OPEN]".
 std::string DescribeLog(const meta::v1::LogMetadata& log, const std::string& name);
 
-// After a CAS of ours that expected version `expected` and would have named
-// `ledger_id` failed: whether the log may name that ledger now or later, so
-// that deleting it could leave the log naming a missing ledger (the next
-// owner's recovery would then fail with DATA_LOSS for good). False only
-// when a read shows the log past `expected` (so no request of ours can
-// still land) without naming the ledger; an unknown outcome is true.
-bool MayBeNamedByLog(metadata::MetadataStore& store, std::string_view key,
-                     const std::string& name, uint64_t ledger_id, metadata::Version expected);
+// A new ledger of log `name` whose segment CAS failed (`expected`: the
+// version the last attempt expected; `unknown_outcome`: some attempt failed
+// without saying whether it was applied). Deletes the ledger unless the log
+// may name it now or later: then deleting it would leave the log naming a
+// missing ledger, and the next owner's recovery would fail with DATA_LOSS
+// for good. It is deleted when every attempt failed definitely, or when a
+// read shows the log past `expected` (no request of ours can still land)
+// without naming it; otherwise it is left, with a line on stderr, to the
+// next owner. Best effort: an orphan only costs space.
+void DeleteUnlessTheLogMayNameIt(const LogOptions& options, std::string_view key,
+                                 const std::string& name, uint64_t ledger_id,
+                                 bool unknown_outcome, metadata::Version expected);
 
 }  // namespace ledgerkv::wal

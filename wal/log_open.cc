@@ -1,7 +1,6 @@
 // LogWriter::Open: the opening (fencing) protocol of docs/wal-format.md:
 // raise the epoch, recover the previous writer's ledger, append a new one.
 #include <algorithm>
-#include <cstdio>
 #include <memory>
 #include <string>
 #include <utility>
@@ -180,17 +179,7 @@ absl::StatusOr<std::unique_ptr<LogWriter>> LogWriter::Open(const LogOptions& opt
   auto give_up = [&](absl::Status status) {
     const uint64_t id = writer->id();
     writer.reset();
-    // A CAS of ours may have landed (a lost reply) and a newer owner may
-    // have read it since, and will recover this ledger: deleting it then
-    // would fail that recovery with DATA_LOSS for good.
-    if (unknown_outcome && MayBeNamedByLog(*options.metadata, key, name, id, version)) {
-      std::fprintf(stderr,
-                   "ledgerkv: log %s: open could not confirm its new segment (ledger %llu); "
-                   "leaving the ledger to the log's next owner\n",
-                   name.c_str(), static_cast<unsigned long long>(id));
-      return status;
-    }
-    IgnoreError(options.client->DeleteLedger(id));  // named by no log
+    DeleteUnlessTheLogMayNameIt(options, key, name, id, unknown_outcome, version);
     return status;
   };
   for (int attempt = 1;; ++attempt) {

@@ -3,7 +3,6 @@
 #include "wal/log_writer.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -327,10 +326,6 @@ absl::Status LogWriter::LogErrorFor(const absl::Status& ledger_error, uint64_t l
                                                         ledger_error.message()));
 }
 
-void LogWriter::DeleteLedgerQuietly(uint64_t id) {
-  // A ledger no log names: best effort, an orphan only costs space.
-  IgnoreError(options_.client->DeleteLedger(id));
-}
 
 void LogWriter::Roll() {
   // 1. The next ledger, while the current one keeps taking entries.
@@ -368,11 +363,10 @@ void LogWriter::Roll() {
       rolling_ = false;
     }
   }
-  // The new ledger is in no segment list: delete it. Unless `may_be_named`:
-  // then the segment switch may have landed (a lost reply, and maybe a new
-  // owner that has read it since), and the ledger is left to the log's
-  // next owner, which recovers it.
-  auto abandon = [&](absl::Status error, bool may_be_named = false) {
+  // The new ledger is in no segment list, unless a segment switch with an
+  // unknown outcome may have put it there: see DeleteUnlessTheLogMayNameIt.
+  auto abandon = [&](absl::Status error, bool unknown_outcome = false,
+                     metadata::Version expected = 0) {
     if (!error.ok()) {
       absl::MutexLock l(&mu_);
       FailLocked(std::move(error));
@@ -380,14 +374,7 @@ void LogWriter::Roll() {
       rolling_ = false;
     }
     next.reset();
-    if (may_be_named) {
-      std::fprintf(stderr,
-                   "ledgerkv: log %s: roll to ledger %llu failed with an unknown outcome; "
-                   "leaving the ledger to the log's next owner\n",
-                   name_.c_str(), static_cast<unsigned long long>(next_id));
-      return;
-    }
-    DeleteLedgerQuietly(next_id);
+    DeleteUnlessTheLogMayNameIt(options_, key_, name_, next_id, unknown_outcome, expected);
   };
   if (old == nullptr) {  // failed or stopping meanwhile
     abandon(absl::OkStatus());
@@ -403,7 +390,7 @@ void LogWriter::Roll() {
   }
   absl::Status switched;
   bool unknown_outcome = false;
-  bool may_be_named = false;
+  metadata::Version expected = 0;
   {
     absl::MutexLock l(&meta_mu_);
     switched = UpdateMetadataLocked([&](meta::v1::LogMetadata& log) -> absl::StatusOr<bool> {
@@ -420,14 +407,10 @@ void LogWriter::Roll() {
       added->set_state(meta::v1::LogSegment::OPEN);
       return true;
     }, &unknown_outcome);
-    // Only a write that may have been applied can name the ledger;
-    // meta_version_ is what the last attempt expected.
-    if (!switched.ok() && unknown_outcome) {
-      may_be_named = MayBeNamedByLog(*options_.metadata, key_, name_, next_id, meta_version_);
-    }
+    expected = meta_version_;  // what the last attempt expected
   }
   if (!switched.ok()) {
-    abandon(switched, may_be_named);
+    abandon(switched, unknown_outcome, expected);
     return;
   }
   {

@@ -196,7 +196,6 @@ class LogWriter {
   absl::Status UpdateMetadataLocked(const MetadataMutation& mutate,
                                     bool* unknown_outcome = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(meta_mu_);
-  void DeleteLedgerQuietly(uint64_t id);
 
   // Constant after construction.
   const LogOptions options_;
