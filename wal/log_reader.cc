@@ -79,14 +79,12 @@ absl::StatusOr<bool> LogReader::PositionLocked() {
   cursor->segment = *found;
   auto opened = options_.client->OpenLedger(found->ledger_id(), ledger::OpenMode::kNoRecovery);
   if (absl::IsNotFound(opened.status())) {
-    // Either truncated just now, or lost: the log metadata tells which.
-    ASSIGN_OR_RETURN(meta::v1::LogMetadata now, LoadLocked());
-    if (now.segments_size() > 0 && now.segments(0).first_seqno() > position_) {
-      return TruncatedError(name_, position_, now.segments(0).first_seqno());
-    }
+    RETURN_IF_ERROR(MissingLedgerLocked(found->ledger_id()));
+    // Not named any more, yet the log still starts at or below position_:
+    // the segment that held position_ is gone from the middle of the log.
     return absl::DataLossError(absl::StrCat("log ", name_, ": ledger ", found->ledger_id(),
-                                            " of segment from seqno ", found->first_seqno(),
-                                            " is missing"));
+                                            " holding seqno ", position_,
+                                            " left the log, which still starts at or below it"));
   }
   if (!opened.ok()) return Annotate(opened.status(), found->ledger_id(), 0, 0);
   cursor->ledger = *std::move(opened);
@@ -98,6 +96,34 @@ absl::StatusOr<bool> LogReader::PositionLocked() {
   }
   cursor_ = std::move(cursor);
   return true;
+}
+
+absl::Status LogReader::TruncatedPastPositionLocked() {
+  ASSIGN_OR_RETURN(meta::v1::LogMetadata now, LoadLocked());
+  if (now.segments_size() > 0 && now.segments(0).first_seqno() > position_) {
+    cursor_.reset();
+    return TruncatedError(name_, position_, now.segments(0).first_seqno());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LogReader::MissingLedgerLocked(uint64_t ledger_id) {
+  cursor_.reset();
+  // Either truncated just now, or lost: the log metadata tells which.
+  ASSIGN_OR_RETURN(meta::v1::LogMetadata now, LoadLocked());
+  if (now.segments_size() > 0 && now.segments(0).first_seqno() > position_) {
+    return TruncatedError(name_, position_, now.segments(0).first_seqno());
+  }
+  for (const meta::v1::LogSegment& s : now.segments()) {
+    if (s.ledger_id() == ledger_id) {
+      return absl::DataLossError(absl::StrCat("log ", name_, ": ledger ", ledger_id,
+                                              " of segment from seqno ", s.first_seqno(),
+                                              " is missing; the log still names it"));
+    }
+  }
+  // Segments leave the log only from its start, and only whole ones below
+  // the cut: this one ended below position_, so nothing in it is needed.
+  return absl::OkStatus();
 }
 
 absl::Status LogReader::SeekLocked(Cursor& cursor) {
@@ -138,9 +164,8 @@ absl::StatusOr<bool> LogReader::AdvanceLocked() {
     if (s.ledger_id() == ledger_id) segment = &s;
   }
   if (segment == nullptr) {
-    cursor_.reset();
-    const uint64_t oldest = log.segments_size() > 0 ? log.segments(0).first_seqno() : 0;
-    return TruncatedError(name_, position_, oldest);
+    RETURN_IF_ERROR(MissingLedgerLocked(ledger_id));
+    return true;  // truncated below position_: position again
   }
   c.segment = *segment;
   // Still OPEN: the writer's next entries (or its roll) are not committed yet.
@@ -148,6 +173,10 @@ absl::StatusOr<bool> LogReader::AdvanceLocked() {
   if (!c.ledger->closed()) {
     // Closed before its segment was (roll, recovery): see its final end.
     auto bound = c.ledger->ReadLac();
+    if (absl::IsNotFound(bound.status())) {
+      RETURN_IF_ERROR(MissingLedgerLocked(ledger_id));
+      return true;
+    }
     if (!bound.ok()) return Annotate(bound.status(), ledger_id, c.next_entry, c.next_entry);
     if (c.next_entry <= *bound) return true;
   }
@@ -179,9 +208,8 @@ absl::StatusOr<std::vector<LogRecord>> LogReader::Next(uint64_t max_seqno) {
     if (c.next_entry > bound) {
       auto lac = c.ledger->ReadLac();
       if (absl::IsNotFound(lac.status())) {
-        cursor_.reset();  // deleted under us: truncated, PositionLocked says
-        return absl::OutOfRangeError(absl::StrCat("log ", name_, ": ledger ", ledger_id,
-                                                  " was deleted while being read (truncated)"));
+        RETURN_IF_ERROR(MissingLedgerLocked(ledger_id));
+        continue;  // truncated below position_: position again
       }
       if (!lac.ok()) return Annotate(lac.status(), ledger_id, c.next_entry, c.next_entry);
       bound = *lac;
@@ -197,6 +225,17 @@ absl::StatusOr<std::vector<LogRecord>> LogReader::Next(uint64_t max_seqno) {
                             kMaxEntriesPerRead);
     const int64_t last = std::min(bound, c.next_entry + want - 1);
     auto entries = c.ledger->Read(c.next_entry, last);
+    if (absl::IsNotFound(entries.status())) {
+      RETURN_IF_ERROR(MissingLedgerLocked(ledger_id));
+      continue;
+    }
+    if (absl::IsDataLoss(entries.status())) {
+      // Every replica absent is also what a ledger deleted by a truncation
+      // looks like to a reader holding its old metadata: only the log
+      // tells loss from truncation.
+      absl::Status truncated = TruncatedPastPositionLocked();
+      if (!truncated.ok()) return truncated;
+    }
     if (!entries.ok()) return Annotate(entries.status(), ledger_id, c.next_entry, last);
 
     // Decode everything before changing any state, so an error leaves the

@@ -98,6 +98,15 @@ class LogReader {
   // segment, false if nothing more is committed now.
   absl::StatusOr<bool> AdvanceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<meta::v1::LogMetadata> LoadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The cursor's ledger is gone (NOT_FOUND) or no longer named by the log.
+  // Drops the cursor and asks the log: OUT_OF_RANGE if a truncation moved
+  // its start past position_; DATA_LOSS if the log still names the ledger
+  // (records the log names are never reported as merely truncated); OK if
+  // a truncation took the segment wholly below position_ (position again).
+  absl::Status MissingLedgerLocked(uint64_t ledger_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OUT_OF_RANGE (and no cursor) if a truncation moved the log's start past
+  // position_; OK otherwise, or the error reading the log.
+  absl::Status TruncatedPastPositionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Annotate(const absl::Status& status, uint64_t ledger_id, int64_t first,
                         int64_t last) const;
 

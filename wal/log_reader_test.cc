@@ -82,6 +82,73 @@ TEST_F(LogReaderTest, TailingReaderGetsAnIdleWritersLastRecords) {
   LKV_ASSERT_OK(writer->Close());
 }
 
+// A ledger the log still names must never read as a truncation: a reader
+// told "truncated" would skip to the oldest record and carry on without
+// the lost ones (invariant: corrupt or lost data is reported, never treated
+// as absent).
+TEST_F(LogReaderTest, ALedgerTheLogStillNamesThatGoesMissingIsDataLossNotTruncation) {
+  LKV_ASSIGN_OR_FAIL(auto writer, LogWriter::Open(options_, "log-lost"));
+  LKV_ASSIGN_OR_FAIL(auto reader, LogReader::Open(options_, "log-lost", 1));
+  for (auto& r : AppendAll(*writer, "l", 20, 200)) LKV_ASSERT_OK(r);
+  std::vector<LogRecord> seen;
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (seen.size() < 20 && absl::Now() < give_up) {
+    LKV_ASSIGN_OR_FAIL(auto got, reader->Next());
+    if (got.empty()) absl::SleepFor(absl::Milliseconds(20));
+    seen.insert(seen.end(), got.begin(), got.end());
+  }
+  ASSERT_EQ(seen.size(), 20u);
+  const meta::v1::LogMetadata log = writer->metadata();
+  ASSERT_EQ(log.segments_size(), 1);
+  // Lost behind the log's back (an operator's delete, a bug elsewhere):
+  // the log still names the ledger of its open segment.
+  LKV_ASSERT_OK(client_->DeleteLedger(log.segments(0).ledger_id()));
+
+  for (int call = 0; call < 2; ++call) {
+    auto next = reader->Next();
+    EXPECT_EQ(next.status().code(), absl::StatusCode::kDataLoss) << "call " << call << ": "
+                                                                 << next.status();
+  }
+  EXPECT_EQ(reader->position(), 21u);
+  EXPECT_EQ(ReadAll("log-lost", 1).status().code(), absl::StatusCode::kDataLoss);
+}
+
+// The other side of the same check: a truncation that drops only segments
+// the reader has finished is no error at all, and the reader goes on into
+// the next segment.
+TEST_F(LogReaderTest, ATruncationBelowTheReadersPositionDoesNotStopIt) {
+  options_.roll_bytes = 8 << 10;
+  options_.max_batch_bytes = 2 << 10;
+  LKV_ASSIGN_OR_FAIL(auto writer, LogWriter::Open(options_, "log-cut"));
+  const int64_t n = AppendUntilSegments(*writer, 25, 500, 3);
+  const meta::v1::LogMetadata before = writer->metadata();
+  ASSERT_GE(before.segments_size(), 3);
+  const uint64_t first_end = before.segments(0).last_seqno();
+
+  LKV_ASSIGN_OR_FAIL(auto reader, LogReader::Open(options_, "log-cut", 1));
+  std::vector<LogRecord> seen;
+  while (reader->position() <= first_end) {
+    LKV_ASSIGN_OR_FAIL(auto got, reader->Next(first_end));
+    ASSERT_FALSE(got.empty());
+    seen.insert(seen.end(), got.begin(), got.end());
+  }
+  ASSERT_EQ(reader->position(), first_end + 1);
+  // Drops segment 0 (and deletes its ledger), which the reader finished.
+  LKV_ASSERT_OK(writer->Truncate(before.segments(1).first_seqno()));
+  ASSERT_EQ(client_->GetLedgerMetadata(before.segments(0).ledger_id()).status().code(),
+            absl::StatusCode::kNotFound);
+
+  LKV_ASSERT_OK(writer->Close());
+  for (;;) {
+    LKV_ASSIGN_OR_FAIL(auto got, reader->Next());
+    if (got.empty()) break;
+    seen.insert(seen.end(), got.begin(), got.end());
+  }
+  ASSERT_EQ(seen.size(), static_cast<size_t>(n));
+  ExpectContiguous(seen, 1);
+  EXPECT_EQ(seen.back().data, testing::WaveRecordFor(n, 25, 500));
+}
+
 TEST_F(LogReaderTest, ReadThroughStopsExactlyAtTheRequestedSeqnoEvenInsideAnEntry) {
   LKV_ASSIGN_OR_FAIL(auto writer, LogWriter::Open(options_, "log-rt"));
   for (auto& r : AppendAll(*writer, "r", 200)) LKV_ASSERT_OK(r);
