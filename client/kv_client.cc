@@ -201,6 +201,20 @@ void KvClient::Pause(Connection& conn, absl::Duration pause) {
   conn.channel->WaitForConnected(absl::ToChronoTime(until));
 }
 
+void KvClient::FetchLayout(absl::string_view table, const std::string& address,
+                           absl::Time deadline) {
+  Connection& conn = ConnectionTo(address);
+  if (!Connected(conn, std::min(deadline, absl::Now() + kConnectWait))) return;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(deadline));
+  v1::DescribeTableRequest request;
+  request.set_name(std::string(table));
+  v1::DescribeTableResponse response;
+  if (conn.admin->DescribeTable(&ctx, request, &response).ok()) {
+    range_map_.Update(request.name(), response.ranges());
+  }
+}
+
 absl::Status KvClient::Invoke(const Route& route, Kind kind, const CallOptions& opts,
                               Attempt attempt) {
   const absl::Duration budget =
@@ -209,6 +223,7 @@ absl::Status KvClient::Invoke(const Route& route, Kind kind, const CallOptions& 
   absl::Duration backoff = options_.backoff.initial;
   absl::Duration pause = absl::ZeroDuration();  // before the next attempt
   std::string redirect;  // owner named by the last answer, for calls without a route
+  bool fetched_layout = false;
   absl::Status status;
   for (int counted = 0;;) {
     const std::string address = Target(route, redirect);
@@ -245,6 +260,13 @@ absl::Status KvClient::Invoke(const Route& route, Kind kind, const CallOptions& 
         redirect = owner;
       } else {
         range_map_.LearnOwner(std::string(route.table), route.key, owner);
+        // Without the table's layout the hint stands for the whole table,
+        // and every request to another range would be redirected once
+        // more: learn the layout from the owner (once per call).
+        if (!fetched_layout && !range_map_.HasLayout(route.table)) {
+          fetched_layout = true;
+          FetchLayout(route.table, owner, deadline);
+        }
       }
     } else if (owner.empty()) {
       // `address` did not serve and named no one: do not go back to it as
@@ -300,10 +322,28 @@ absl::StatusOr<v1::GetResponse> KvClient::Get(const v1::GetRequest& request,
   return response;
 }
 
+std::string KvClient::ScanRouteKey(const v1::RangeRequest& request) const {
+  // The continuation narrows the interval (docs/kv-api.md: byte 0 = 1,
+  // byte 1 'F' or 'R', then the next start or the next end key). A token
+  // that does not parse routes by the request alone; the server refuses it.
+  const std::string& token = request.continuation();
+  const bool parsed = token.size() >= 3 && token[0] == 1 && token[1] == (request.reverse() ? 'R' : 'F');
+  if (!request.reverse()) {
+    if (parsed) return std::max(request.start(), token.substr(2));
+    return request.start();
+  }
+  std::string end = request.end();
+  if (parsed && (end.empty() || token.compare(2, std::string::npos, end) < 0)) end = token.substr(2);
+  return range_map_.StartOfRangeBelow(request.table(), end).value_or(request.start());
+}
+
 absl::StatusOr<v1::RangeResponse> KvClient::Range(const v1::RangeRequest& request,
                                                   const CallOptions& opts) {
   v1::RangeResponse response;
-  absl::Status s = Invoke({request.table(), request.start()}, Kind::kRead, opts,
+  // Routed by the range read first: a page that continues a scan starts
+  // in the range where the previous page stopped, often another server's.
+  const std::string route_key = ScanRouteKey(request);
+  absl::Status s = Invoke({request.table(), route_key}, Kind::kRead, opts,
                           [&](Connection& c, grpc::ClientContext* ctx) {
                             return c.kv->Range(ctx, request, &response);
                           });

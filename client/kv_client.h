@@ -185,6 +185,14 @@ class KvClient {
   // that was down is connected again.
   void Pause(Connection& conn, absl::Duration pause);
 
+  // The key whose range a Range request reads first (forward: its start,
+  // narrowed by the continuation; reverse: the range just below its end).
+  std::string ScanRouteKey(const v1::RangeRequest& request) const;
+
+  // Asks `address` for the layout of `table` (DescribeTable) and stores it
+  // in the RangeMap; errors are ignored (routing then goes on by hints).
+  void FetchLayout(absl::string_view table, const std::string& address, absl::Time deadline);
+
   // Runs `attempt` under the retry and routing rules above.
   absl::Status Invoke(const Route& route, Kind kind, const CallOptions& opts, Attempt attempt);
 

@@ -33,6 +33,27 @@ std::optional<std::string> RangeMap::OwnerOf(absl::string_view table, absl::stri
   return std::nullopt;
 }
 
+std::optional<std::string> RangeMap::StartOfRangeBelow(absl::string_view table,
+                                                       absl::string_view end) const {
+  absl::MutexLock l(&mu_);
+  auto it = tables_.find(table);
+  if (it == tables_.end() || it->second.empty() || it->second.front().range_id == 0) {
+    return std::nullopt;
+  }
+  // Routes are in key order: the last one starting below `end`.
+  const RangeRoute* below = &it->second.front();
+  for (const auto& r : it->second) {
+    if (end.empty() || r.start < end) below = &r;
+  }
+  return below->start;
+}
+
+bool RangeMap::HasLayout(absl::string_view table) const {
+  absl::MutexLock l(&mu_);
+  auto it = tables_.find(table);
+  return it != tables_.end() && !it->second.empty() && it->second.front().range_id != 0;
+}
+
 void RangeMap::LearnOwner(const std::string& table, absl::string_view key,
                           const std::string& owner) {
   absl::MutexLock l(&mu_);

@@ -38,6 +38,17 @@ class RangeMap {
   std::optional<std::string> OwnerOf(absl::string_view table, absl::string_view key) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The start key of the known range holding the keys just below `end`
+  // (an empty `end`: the table's last range), which a reverse scan reads
+  // first. nullopt while the table's layout is not known.
+  std::optional<std::string> StartOfRangeBelow(absl::string_view table,
+                                               absl::string_view end) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // True once the table's ranges are known (from Update), not just an
+  // owner hint standing for the whole table.
+  bool HasLayout(absl::string_view table) const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Records a redirect: `owner` serves `key` of `table`. If no range of the
   // table is known, the hint covers the whole table until the next Update.
   void LearnOwner(const std::string& table, absl::string_view key, const std::string& owner)

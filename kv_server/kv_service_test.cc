@@ -120,6 +120,103 @@ TEST_F(ScanTest, CountIsExactAcrossRangesWhateverTheLimit) {
   EXPECT_FALSE(resp.continuation().empty());
 }
 
+// Cluster mode: a scan's ranges may belong to different servers. A page
+// ends before the first range this server does not serve, with a
+// continuation at that range's boundary, so that the caller can go on at
+// the owner (KvClient routes each page by it); before, the whole scan
+// failed at every server. This locator serves the ranges of `t` except
+// [g, p), which it answers as another server's, as RangeHost does in
+// cluster mode.
+class ElsewhereLocator : public RangeLocator {
+ public:
+  ElsewhereLocator(RangeLocator& host, std::string elsewhere_start)
+      : host_(host), elsewhere_start_(std::move(elsewhere_start)) {}
+  absl::StatusOr<std::shared_ptr<const meta::v1::TableMetadata>> Table(
+      std::string_view table) override {
+    return host_.Table(table);
+  }
+  absl::StatusOr<std::shared_ptr<Range>> Serving(const meta::v1::TableMetadata& table,
+                                                 const meta::v1::RangeSpec& spec) override {
+    if (spec.start() == elsewhere_start_) {
+      return RetrySafe(absl::UnavailableError("range is not served here (owner other:1)"),
+                       "other:1");
+    }
+    return host_.Serving(table, spec);
+  }
+  std::string owner() const override { return host_.owner(); }
+
+ private:
+  RangeLocator& host_;
+  const std::string elsewhere_start_;
+};
+
+TEST_F(ScanTest, APageEndsBeforeARangeServedElsewhereAndContinuesAtItsBoundary) {
+  ElsewhereLocator here(*server_->host(), "g");
+  const Limits limits;
+  for (bool reverse : {false, true}) {
+    SCOPED_TRACE(reverse ? "reverse" : "forward");
+    v1::RangeRequest req;
+    req.set_table("t");
+    req.set_reverse(reverse);
+    auto page = ScanTable(here, req, limits, 4 << 20);
+    ASSERT_TRUE(page.ok()) << page.status();
+    // Forward: [, g) here, then [g, p) elsewhere. Reverse: [p, ) here first.
+    const std::vector<std::string> want =
+        reverse ? Expected("p", "", true) : Expected("", "g", false);
+    std::vector<std::string> got;
+    for (const auto& kv : page->kvs()) got.push_back(kv.key());
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(page->count(), static_cast<int64_t>(want.size()));
+    ASSERT_FALSE(page->continuation().empty());
+    auto c = DecodeContinuation(page->continuation());
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->key, reverse ? "p" : "g") << "the continuation is the boundary itself";
+
+    // The next page starts in the range served elsewhere: refused here,
+    // naming its owner, and served in full by the owner (the real host).
+    req.set_continuation(page->continuation());
+    auto refused = ScanTable(here, req, limits, 4 << 20);
+    EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+    EXPECT_TRUE(IsRetrySafe(refused.status()));
+    std::vector<std::string> rest;
+    for (;;) {
+      auto more = ScanTable(*server_->host(), req, limits, 4 << 20);
+      ASSERT_TRUE(more.ok()) << more.status();
+      for (const auto& kv : more->kvs()) rest.push_back(kv.key());
+      if (more->continuation().empty()) break;
+      req.set_continuation(more->continuation());
+    }
+    got.insert(got.end(), rest.begin(), rest.end());
+    EXPECT_EQ(got, Expected("", "", reverse)) << "every key once, in order";
+
+    // count_only: the count of the part read, and a continuation to count on.
+    v1::RangeRequest count;
+    count.set_table("t");
+    count.set_reverse(reverse);
+    count.set_count_only(true);
+    auto counted = ScanTable(here, count, limits, 4 << 20);
+    ASSERT_TRUE(counted.ok()) << counted.status();
+    EXPECT_EQ(counted->count(), static_cast<int64_t>(want.size()));
+    EXPECT_EQ(counted->kvs_size(), 0);
+    count.set_continuation(counted->continuation());
+    auto counted_rest = ScanTable(*server_->host(), count, limits, 4 << 20);
+    ASSERT_TRUE(counted_rest.ok()) << counted_rest.status();
+    EXPECT_TRUE(counted_rest->continuation().empty());
+    EXPECT_EQ(counted->count() + counted_rest->count(), 78);
+  }
+  // A page filled before the boundary keeps its continuation after its
+  // last key.
+  v1::RangeRequest limited;
+  limited.set_table("t");
+  limited.set_limit(5);
+  auto page = ScanTable(here, limited, limits, 4 << 20);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->kvs_size(), 5);
+  auto c = DecodeContinuation(page->continuation());
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->key, page->kvs(4).key() + std::string(1, '\0'));
+}
+
 TEST_F(ScanTest, KeysOnlyReturnsNoValues) {
   v1::RangeRequest req;
   req.set_table("t");

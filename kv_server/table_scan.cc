@@ -107,9 +107,24 @@ absl::StatusOr<v1::RangeResponse> ScanTable(RangeLocator& locator, const v1::Ran
   bool full = false;  // no more keys go into this response
   bool more = false;  // keys may remain after the last one returned
   std::string last_key;
+  bool boundary = false;  // last_key is a range boundary, not a returned key
   for (size_t i = 0; i < order.size(); ++i) {
     const meta::RangeSpec& spec = *order[i];
-    ASSIGN_OR_RETURN(std::shared_ptr<Range> range, locator.Serving(*table, spec));
+    absl::StatusOr<std::shared_ptr<Range>> serving = locator.Serving(*table, spec);
+    if (i > 0 && absl::IsUnavailable(serving.status())) {
+      // Served by another process (cluster mode), or not serving here just
+      // now: the page ends before this range, and the caller reads the rest
+      // (and counts it) at the range's owner with the continuation. Only a
+      // refusal of the first range fails the request, naming its owner.
+      if (count_only || !full) {
+        last_key = request.reverse() ? spec.end() : spec.start();
+        boundary = true;
+      }
+      more = true;
+      break;
+    }
+    if (!serving.ok()) return serving.status();
+    const std::shared_ptr<Range>& range = *serving;
     ScanSpec scan;
     scan.start = std::max(start, spec.start());
     scan.end = std::string(MinEnd(end, spec.end()));
@@ -147,7 +162,7 @@ absl::StatusOr<v1::RangeResponse> ScanTable(RangeLocator& locator, const v1::Ran
   }
   if (more) {
     Continuation c{request.reverse(), last_key};
-    if (!c.reverse) c.key.push_back('\0');
+    if (!c.reverse && !boundary) c.key.push_back('\0');
     response.set_continuation(EncodeContinuation(c));
   }
   return response;

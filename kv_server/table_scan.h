@@ -33,14 +33,20 @@ absl::StatusOr<Continuation> DecodeContinuation(const std::string& token);
 // Serves one Range request from the ranges of its table. Reads only (no
 // network); may be called from a gRPC reaction.
 //  - count is the exact number of keys in [start, end) (narrowed by the
-//    continuation), whatever the limit; count_only returns only it.
+//    continuation), whatever the limit, up to where the page stopped (see
+//    below); count_only returns only it.
 //  - At most min(limit, limits.max_keys_per_request) keys (limit 0: the
 //    cap), and no more than max_response_bytes of keys and values (at least
 //    one key); continuation is set when keys may remain.
 //  - header: the first range read.
+//  - A range after the first that is not served here (UNAVAILABLE from the
+//    locator: another server owns it, or it is recovering) ends the page
+//    before it: the continuation then points at that range's boundary
+//    (also for count_only), and count covers only the ranges read. Every
+//    range is thus read by its owner, one server per page.
 // Errors: NOT_FOUND (table); INVALID_ARGUMENT (negative limit, start after
-// end, bad token); UNAVAILABLE (retry-safe) if a range that must be read
-// is not served; the Range's read errors.
+// end, bad token); UNAVAILABLE (retry-safe, naming the owner when known)
+// if the first range to read is not served here; the Range's read errors.
 absl::StatusOr<ledgerkv::v1::RangeResponse> ScanTable(RangeLocator& locator,
                                                       const ledgerkv::v1::RangeRequest& request,
                                                       const Limits& limits,

@@ -17,6 +17,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <algorithm>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -494,6 +496,151 @@ TEST(ClusterTableProcessTest,
     auto got = (*ci)->Get(get);
     EXPECT_TRUE(absl::IsNotFound(got.status())) << "server " << i << ": " << got.status();
   }
+}
+
+// A table whose ranges belong to different servers is scanned in full
+// through one seed: each page is read by the owner of the range it starts
+// in (a page ends before a range its server does not serve), forward and
+// backward, in pages of any size, and counted by summing count_only pages.
+// A client that never asked for the layout learns it at its first redirect,
+// so requests alternating between two servers' ranges are not redirected
+// every time.
+TEST(ClusterScanProcessTest, AScanOverRangesOfDifferentServersReturnsEveryKeyOnceInOrder) {
+  ClusterFlags flags;
+  flags.lease_ttl_s = kLeaseTtlS;
+  auto started = TestCluster::Start(flags);
+  if (!started.ok() && absl::IsFailedPrecondition(started.status())) GTEST_SKIP();
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<TestCluster> cluster = std::move(*started);
+
+  client::ClientOptions o;
+  o.endpoint = cluster->server_address(0);
+  o.max_attempts = 20;
+  auto writer = client::KvClient::Create(o);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  v1::CreateTableRequest create;
+  create.set_name("t");
+  for (const char* split : {"b", "c", "d"}) create.add_split_keys(split);
+  auto created = (*writer)->CreateTable(create);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::set<std::string> owners;
+  for (const auto& r : created->ranges()) {
+    auto a = cluster->WaitForOwner(r.range_id(), "", absl::Seconds(30));
+    ASSERT_TRUE(a.ok()) << "range " << r.range_id() << ": " << a.status() << cluster->LogTails();
+    owners.insert(a->server_id());
+  }
+  ASSERT_EQ(owners.size(), 2u) << "the ranges of t all went to one server: nothing to test";
+
+  std::vector<std::string> keys;
+  for (const char* prefix : {"a", "b", "c", "d"}) {
+    for (int i = 0; i < 10; ++i) {
+      v1::PutRequest put;
+      put.set_table("t");
+      put.set_key(absl::StrCat(prefix, i));
+      put.set_value("v-" + put.key());
+      auto r = (*writer)->Put(put);
+      ASSERT_TRUE(r.ok()) << put.key() << ": " << r.status() << cluster->LogTails();
+      keys.push_back(put.key());
+    }
+  }
+
+  for (bool reverse : {false, true}) {
+    for (int limit : {0, 1, 7, 10, 40}) {
+      SCOPED_TRACE(absl::StrCat(reverse ? "reverse" : "forward", " limit ", limit));
+      auto c = client::KvClient::Create(o);  // knows no layout
+      ASSERT_TRUE(c.ok());
+      v1::RangeRequest req;
+      req.set_table("t");
+      req.set_reverse(reverse);
+      req.set_limit(limit);
+      std::vector<std::string> got;
+      for (int pages = 0; pages < 100; ++pages) {
+        auto page = (*c)->Range(req);
+        ASSERT_TRUE(page.ok()) << page.status() << cluster->LogTails();
+        for (const auto& kv : page->kvs()) {
+          EXPECT_EQ(kv.value(), "v-" + kv.key());
+          got.push_back(kv.key());
+        }
+        if (page->continuation().empty()) break;
+        req.set_continuation(page->continuation());
+      }
+      std::vector<std::string> want = keys;
+      if (reverse) std::reverse(want.begin(), want.end());
+      EXPECT_EQ(got, want);
+
+      req.clear_continuation();
+      req.set_limit(0);
+      auto all = (*c)->ScanAll(req);
+      ASSERT_TRUE(all.ok()) << all.status();
+      EXPECT_EQ(all->size(), keys.size());
+    }
+  }
+
+  // A client that knows the layout sends every page straight to the owner
+  // of the range it starts in (the continuation's key, or for a reverse
+  // scan the range below its end).
+  auto c = client::KvClient::Create(o);
+  ASSERT_TRUE(c.ok());
+  v1::DescribeTableRequest describe;
+  describe.set_name("t");
+  ASSERT_TRUE((*c)->DescribeTable(describe).ok());
+  for (bool reverse : {false, true}) {
+    v1::RangeRequest req;
+    req.set_table("t");
+    req.set_reverse(reverse);
+    req.set_limit(7);
+    auto all = (*c)->ScanAll(req);
+    ASSERT_TRUE(all.ok()) << all.status();
+    req.set_limit(0);
+    req.set_start("b5");
+    req.set_end("d");
+    all = (*c)->ScanAll(req);
+    ASSERT_TRUE(all.ok()) << all.status();
+    EXPECT_EQ(all->size(), 15u);
+  }
+  EXPECT_EQ((*c)->retries(), 0) << "pages were sent to servers that do not own their range";
+
+  v1::RangeRequest count;
+  count.set_table("t");
+  count.set_count_only(true);
+  int64_t total = 0;
+  for (int pages = 0; pages < 100; ++pages) {
+    auto page = (*c)->Range(count);
+    ASSERT_TRUE(page.ok()) << page.status();
+    total += page->count();
+    if (page->continuation().empty()) break;
+    count.set_continuation(page->continuation());
+  }
+  EXPECT_EQ(total, static_cast<int64_t>(keys.size()));
+
+  // Alternating between a key of each server: once the layout is known no
+  // request is redirected (before, every switch was).
+  std::string first_key, other_key;
+  for (const auto& r : created->ranges()) {
+    auto a = cluster->Assignment(r.range_id());
+    ASSERT_TRUE(a.ok());
+    const std::string key = r.start().empty() ? "a0" : r.start() + "0";
+    if (first_key.empty()) {
+      first_key = key;
+      owners = {a->server_id()};
+    } else if (other_key.empty() && !owners.contains(a->server_id())) {
+      other_key = key;
+    }
+  }
+  ASSERT_FALSE(other_key.empty());
+  auto fresh = client::KvClient::Create(o);
+  ASSERT_TRUE(fresh.ok());
+  for (int i = 0; i < 10; ++i) {
+    for (const std::string& key : {first_key, other_key}) {
+      v1::GetRequest get;
+      get.set_table("t");
+      get.set_key(key);
+      auto r = (*fresh)->Get(get);
+      ASSERT_TRUE(r.ok()) << key << ": " << r.status();
+      EXPECT_EQ(r->kv().value(), "v-" + key);
+    }
+  }
+  EXPECT_LE((*fresh)->retries(), 2) << "requests kept being redirected";
 }
 
 }  // namespace
