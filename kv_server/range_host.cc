@@ -16,6 +16,7 @@
 #include "ledger/ledger_client.h"
 #include "snapshot/snapshot_store.h"
 #include "wal/log_metadata.h"
+#include "wal/log_writer.h"
 
 namespace ledgerkv::kv {
 namespace {
@@ -316,27 +317,10 @@ absl::Status RangeHost::DestroyRange(const meta::RangeMetadata& range) {
 }
 
 absl::Status RangeHost::DeleteLog(uint64_t range_id) {
-  metadata::MetadataStore& store = *options_.range.log.metadata;
-  const std::string name = LogName(range_id);
-  const std::string key = metadata::Keys(options_.range.log.cluster).Log(name);
-  absl::StatusOr<wal::VersionedLog> log = wal::LoadLog(store, key, name);
-  if (absl::IsNotFound(log.status())) return absl::OkStatus();
-  RETURN_IF_ERROR(log.status());
-  std::vector<uint64_t> ledgers(log->metadata.ledgers_to_delete().begin(),
-                                log->metadata.ledgers_to_delete().end());
-  for (const meta::LogSegment& segment : log->metadata.segments()) {
-    ledgers.push_back(segment.ledger_id());
-  }
-  for (uint64_t ledger_id : ledgers) {
-    absl::Status deleted = options_.range.log.client->DeleteLedger(ledger_id);
-    if (!deleted.ok() && !absl::IsNotFound(deleted)) {
-      return absl::Status(deleted.code(), absl::StrCat("log ", name, ": delete ledger ", ledger_id,
-                                                       ": ", deleted.message()));
-    }
-  }
-  absl::Status deleted = store.Delete(key, log->version);
-  if (absl::IsNotFound(deleted)) return absl::OkStatus();
-  return deleted;
+  // Fences the log's writer first: in cluster mode the range's owner may be
+  // another server that has not noticed the drop yet, and must not get
+  // another write acknowledged into a range that no longer exists.
+  return wal::DeleteLog(options_.range.log, LogName(range_id));
 }
 
 absl::StatusOr<RangeStats> RangeHost::Stats(uint64_t range_id) {

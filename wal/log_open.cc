@@ -222,4 +222,54 @@ absl::StatusOr<std::unique_ptr<LogWriter>> LogWriter::Open(const LogOptions& opt
       new LogWriter(options, std::move(name), epoch, std::move(next), version, std::move(writer)));
 }
 
+absl::Status DeleteLog(const LogOptions& options, const std::string& name) {
+  RETURN_IF_ERROR(CheckLogOptions(options));
+  RETURN_IF_ERROR(CheckLogName(name));
+  const std::string key = metadata::Keys(options.cluster).Log(name);
+  // 1. Raise the epoch on the log as it is (never create it).
+  VersionedLog log;
+  for (int attempt = 1;; ++attempt) {
+    auto loaded = LoadLog(*options.metadata, key, name);
+    if (absl::IsNotFound(loaded.status())) return absl::OkStatus();
+    RETURN_IF_ERROR(loaded.status());
+    log = *std::move(loaded);
+    log.metadata.set_epoch(log.metadata.epoch() + 1);
+    auto stored = StoreLog(*options.metadata, key, log.metadata, log.version);
+    if (stored.ok()) {
+      log.version = *stored;
+      break;
+    }
+    if (!absl::IsAborted(stored.status()) || attempt >= options.metadata_retries) {
+      return absl::Status(stored.status().code(),
+                          absl::StrCat("log ", name, ": cannot raise the epoch to delete it: ",
+                                       stored.status().message()));
+    }
+  }
+  // 2. Fence the writer's ledger: recovery marks it fenced on its bookies.
+  std::vector<uint64_t> ledgers(log.metadata.ledgers_to_delete().begin(),
+                                log.metadata.ledgers_to_delete().end());
+  for (const meta::v1::LogSegment& segment : log.metadata.segments()) {
+    ledgers.push_back(segment.ledger_id());
+    if (segment.state() == meta::v1::LogSegment::CLOSED) continue;
+    auto fenced = options.client->OpenLedger(segment.ledger_id(), ledger::OpenMode::kRecover);
+    if (!fenced.ok() && !absl::IsNotFound(fenced.status())) {
+      return absl::Status(fenced.status().code(),
+                          absl::StrCat("log ", name, ": cannot fence ledger ", segment.ledger_id(),
+                                       " before deleting it: ", fenced.status().message()));
+    }
+  }
+  // 3. The ledgers, then the log (a failure in between leaves the log
+  // naming ledgers that are gone: the next try finds them NOT_FOUND).
+  for (uint64_t ledger_id : ledgers) {
+    absl::Status deleted = options.client->DeleteLedger(ledger_id);
+    if (!deleted.ok() && !absl::IsNotFound(deleted)) {
+      return absl::Status(deleted.code(), absl::StrCat("log ", name, ": delete ledger ", ledger_id,
+                                                       ": ", deleted.message()));
+    }
+  }
+  absl::Status deleted = options.metadata->Delete(key, log.version);
+  if (absl::IsNotFound(deleted)) return absl::OkStatus();
+  return deleted;
+}
+
 }  // namespace ledgerkv::wal

@@ -95,6 +95,29 @@ TEST_F(LogRecoveryTest, SecondWriterFencesTheFirstWhoseNextAppendFails) {
   for (int i = 0; i < 20; ++i) EXPECT_EQ(all[50 + i].data, RecordFor("b", i));
 }
 
+// Dropping a range deletes its log while its owner (in cluster mode
+// possibly another server that has not seen the drop yet) may still be
+// writing: the owner must not get another record acknowledged into a log
+// that is gone (a re-created table's new range would never see it).
+TEST_F(LogRecoveryTest, DeletingALogFencesItsWriterBeforeAnythingIsDeleted) {
+  LKV_ASSIGN_OR_FAIL(auto a, LogWriter::Open(options_, "log-drop"));
+  for (auto& r : AppendAll(*a, "a", 30)) LKV_ASSERT_OK(r);
+  const meta::v1::LogMetadata before = a->metadata();
+  ASSERT_EQ(before.segments_size(), 1);
+
+  LKV_ASSERT_OK(DeleteLog(options_, "log-drop"));
+  auto late = a->AppendAndWait("late");
+  EXPECT_FALSE(late.ok()) << "acknowledged as seqno " << *late << " after its log was deleted";
+  EXPECT_FALSE(a->AppendAndWait("later").ok());
+  EXPECT_EQ(GetLogMetadata(options_, "log-drop").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->GetLedgerMetadata(before.segments(0).ledger_id()).status().code(),
+            absl::StatusCode::kNotFound);
+  a.reset();
+  // Deleting again, or a log that never existed, is fine.
+  LKV_ASSERT_OK(DeleteLog(options_, "log-drop"));
+  LKV_ASSERT_OK(DeleteLog(options_, "log-never"));
+}
+
 TEST_F(LogRecoveryTest, WriterFencedMidStreamNeverAcksAgainAndLeavesNoDuplicateSeqnos) {
   LKV_ASSIGN_OR_FAIL(auto a, LogWriter::Open(options_, "log-busy"));
   absl::Mutex mu;
