@@ -137,6 +137,12 @@ absl::StatusOr<meta::TableMetadata> TableCatalog::CreateTable(
   absl::StatusOr<metadata::Version> put =
       store_->Put(keys_.Table(name), table.SerializeAsString(), metadata::kMustNotExist);
   if (absl::IsAborted(put.status())) {
+    // Created meanwhile through another server (this cache did not have it
+    // yet): our range records are referenced by nothing. Best effort; a
+    // leftover is garbage for Sweep, never part of a table.
+    for (const meta::RangeSpec& spec : table.ranges()) {
+      IgnoreError(store_->Delete(keys_.Range(spec.range_id()), metadata::kAnyVersion));
+    }
     return absl::AlreadyExistsError(absl::StrCat("table ", name, " already exists"));
   }
   RETURN_IF_ERROR(put.status());
@@ -147,20 +153,36 @@ absl::StatusOr<meta::TableMetadata> TableCatalog::CreateTable(
 
 absl::StatusOr<meta::TableMetadata> TableCatalog::DropTable(const std::string& name,
                                                             const RangeCleanup& cleanup) {
-  absl::MutexLock op(&op_mu_);
   meta::TableMetadata table;
   {
-    absl::MutexLock l(&mu_);
-    auto it = tables_.find(name);
-    if (it == tables_.end()) return absl::NotFoundError(absl::StrCat("table ", name, " not found"));
-    table = *it->second;
-  }
-  absl::Status deleted = store_->Delete(keys_.Table(name), metadata::kAnyVersion);
-  if (!deleted.ok() && !absl::IsNotFound(deleted)) return deleted;
-  {
+    absl::MutexLock op(&op_mu_);
+    // The record in the store, not the cached one: the cache may be stale
+    // (the table dropped and re-created through another server), and the
+    // ranges cleaned below must be those of the record this deletes.
+    for (int attempt = 1;; ++attempt) {
+      absl::StatusOr<metadata::VersionedValue> got = store_->Get(keys_.Table(name));
+      absl::Status deleted = got.status();
+      if (got.ok()) {
+        table.Clear();
+        if (!table.ParseFromString(got->value) || table.ranges_size() == 0) {
+          return absl::DataLossError(absl::StrCat("table record of ", name, " is not parseable"));
+        }
+        deleted = store_->Delete(keys_.Table(name), got->version);
+      }
+      if (absl::IsNotFound(deleted)) {
+        absl::MutexLock l(&mu_);
+        tables_.erase(name);
+        return absl::NotFoundError(absl::StrCat("table ", name, " not found"));
+      }
+      if (absl::IsAborted(deleted) && attempt < 3) continue;  // re-created meanwhile
+      RETURN_IF_ERROR(deleted);
+      break;
+    }
     absl::MutexLock l(&mu_);
     tables_.erase(name);
   }
+  // Outside op_mu_: a cleanup is several store and bookie calls per range,
+  // and Load (a cluster server's control thread) must not wait for them.
   for (const meta::RangeSpec& spec : table.ranges()) {
     meta::RangeMetadata range;
     range.set_range_id(spec.range_id());
@@ -174,8 +196,8 @@ absl::StatusOr<meta::TableMetadata> TableCatalog::DropTable(const std::string& n
     }
     if (!cleaned.ok()) {
       absl::FPrintF(stderr,
-                    "ledgerkv: drop table %s: cleanup of range %d failed (retried at the next "
-                    "start): %s\n",
+                    "ledgerkv: drop table %s: cleanup of range %d failed (its range record "
+                    "stays; standalone retries it at its next start): %s\n",
                     name, spec.range_id(), cleaned.ToString());
     }
   }

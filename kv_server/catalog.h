@@ -71,18 +71,22 @@ class TableCatalog {
   // table id and one range id per range, writes the range records, then
   // the table record by CAS (must not exist). Returns the new table.
   // INVALID_ARGUMENT (name, split keys); ALREADY_EXISTS "table T already
-  // exists" (the range records already written stay as unreferenced
-  // garbage for Sweep); the store's error otherwise.
+  // exists" (also when another server created it after this cache was
+  // loaded: the range records just written are then deleted again, best
+  // effort); the store's error otherwise (records written stay as
+  // unreferenced garbage for Sweep).
   absl::StatusOr<meta::v1::TableMetadata> CreateTable(const std::string& name,
                                                       const std::vector<std::string>& split_keys);
 
-  // Drops table `name`: deletes its table record first (clients stop
-  // finding it at once), then for each range calls `cleanup` and deletes
-  // the range record. Returns the dropped table.
-  // NOT_FOUND "table T not found"; the store's error when the table record
-  // could not be deleted (nothing changed). A failed cleanup does not fail
-  // the drop (the table is gone): it is logged to stderr, the range record
-  // stays, and Sweep retries it.
+  // Drops table `name` as the store has it (not as cached: the cache may
+  // predate a drop and re-create through another server): deletes that
+  // table record by CAS first (clients stop finding it at once), then, with
+  // op_mu_ released, calls `cleanup` for each of its ranges and deletes the
+  // range record. Returns the dropped table.
+  // NOT_FOUND "table T not found"; DATA_LOSS if the record does not parse;
+  // the store's error when the table record could not be deleted (nothing
+  // changed). A failed cleanup does not fail the drop (the table is gone):
+  // it is logged to stderr, the range record stays, and Sweep retries it.
   absl::StatusOr<meta::v1::TableMetadata> DropTable(const std::string& name,
                                                     const RangeCleanup& cleanup);
 
@@ -108,8 +112,9 @@ class TableCatalog {
   const metadata::Keys keys_;
   const Limits limits_;
 
-  // Serialises CreateTable / DropTable / Sweep (held across store I/O;
-  // never taken by readers). Lock order: op_mu_, then mu_.
+  // Serialises CreateTable / DropTable's record deletion / Sweep / Load
+  // (held across store I/O; never taken by readers; not held across a
+  // drop's range cleanups). Lock order: op_mu_, then mu_.
   absl::Mutex op_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<const meta::v1::TableMetadata>, std::less<>> tables_

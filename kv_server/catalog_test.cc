@@ -140,6 +140,45 @@ TEST_F(CatalogTest, DropCleansEveryRangeAndIdsAreNeverReused) {
   for (const auto& spec : second->ranges()) EXPECT_FALSE(old_ids.contains(spec.range_id()));
 }
 
+// Two servers' catalogs over one store. One drops and re-creates `t`
+// while the other's cache still holds the old `t`: a drop through the stale
+// one removes the current table and cleans its ranges (before, it deleted
+// the new record and cleaned the old ranges, leaking the new ones with
+// their data). A create through a stale cache that loses the race leaves no
+// range records behind.
+TEST_F(CatalogTest, ACatalogWithAStaleCacheDropsTheTableTheStoreHolds) {
+  TableCatalog other(store_.get(), "default", Limits());
+  auto old_t = catalog_->CreateTable("t", {"m"});
+  ASSERT_TRUE(old_t.ok());
+  ASSERT_TRUE(other.Load().ok());
+  std::vector<uint64_t> cleaned;
+  ASSERT_TRUE(catalog_->DropTable("t", Record(&cleaned)).ok());
+  auto new_t = catalog_->CreateTable("t", {"k", "p"});
+  ASSERT_TRUE(new_t.ok());
+  ASSERT_EQ((*other.Get("t"))->table_id(), old_t->table_id()) << "the other cache is not stale";
+
+  cleaned.clear();
+  auto dropped = other.DropTable("t", Record(&cleaned));
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_EQ(dropped->table_id(), new_t->table_id());
+  std::vector<uint64_t> new_ids;
+  for (const auto& spec : new_t->ranges()) new_ids.push_back(spec.range_id());
+  EXPECT_EQ(cleaned, new_ids);
+  for (uint64_t id : new_ids) EXPECT_FALSE(RangeRecordExists(id)) << "range " << id << " leaked";
+  EXPECT_TRUE(absl::IsNotFound(store_->Get(keys_.Table("t")).status()));
+  EXPECT_TRUE(absl::IsNotFound(other.DropTable("t", Record(&cleaned)).status()));
+
+  // A create that loses to another server's create of the same name.
+  auto won = catalog_->CreateTable("u", {});
+  ASSERT_TRUE(won.ok());
+  auto before = store_->List(keys_.Root() + "ranges/");
+  ASSERT_TRUE(before.ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(other.CreateTable("u", {"a", "b"}).status()));
+  auto after = store_->List(keys_.Root() + "ranges/");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->size(), before->size()) << "the losing create left range records behind";
+}
+
 TEST_F(CatalogTest, FailedCleanupLeavesTheRangeForSweep) {
   auto t = catalog_->CreateTable("t", {});
   ASSERT_TRUE(t.ok());
