@@ -143,7 +143,7 @@ absl::Status ClusterServer::Register(absl::Duration wait) {
   // We refresh the lease ourselves: the lease is valid for a TTL from the
   // send time of the last acknowledged keepalive, which only we know.
   so.auto_keepalive = false;
-  const int64_t sent = NowNanos();
+  int64_t sent = NowNanos();
   ASSIGN_OR_RETURN(metadata::SessionId session, store_->CreateSession(so));
   meta::ServerRegistration reg;
   reg.set_server_id(server_id_);
@@ -165,10 +165,17 @@ absl::Status ClusterServer::Register(absl::Duration wait) {
       return put.status();
     }
     absl::SleepFor(absl::Milliseconds(250));
+    // Waiting for the old registration can take longer than our own TTL:
+    // keep the new session alive meanwhile (nothing else refreshes it yet).
+    const int64_t kept_at = NowNanos();
+    if (store_->KeepAlive(session).ok()) sent = kept_at;
   }
   {
     absl::MutexLock l(&mu_);
     session_ = session;
+    // Only listings taken under this session may name ranges to adopt.
+    assignments_.clear();
+    assignment_versions_.clear();
     dirty_ = true;
     cv_.SignalAll();
   }
@@ -318,8 +325,11 @@ absl::Status ClusterServer::RefreshAssignments() {
   }
   absl::MutexLock l(&mu_);
   // A list taken under a session that ended meanwhile may name this server
-  // as the owner of ranges that have moved: never act on it.
+  // as the owner of ranges that have moved: never act on it. Nor keep one
+  // taken with no session: Register would make it look current, and a pass
+  // whose next listing fails would adopt ranges that moved meanwhile.
   if (session != session_) return absl::UnavailableError("session changed during the listing");
+  if (session == metadata::kNoSession) return absl::UnavailableError("no session: not registered");
   assignments_ = std::move(assignments);
   assignment_versions_ = std::move(versions);
   return absl::OkStatus();
