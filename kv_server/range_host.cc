@@ -215,7 +215,10 @@ void RangeHost::BeginClosingLocked(uint64_t id) { ++closing_[id]; }
 
 void RangeHost::EndClosingLocked(uint64_t id) {
   auto it = closing_.find(id);
-  if (it != closing_.end() && --it->second == 0) closing_.erase(it);
+  if (it != closing_.end() && --it->second == 0) {
+    closing_.erase(it);
+    cv_.SignalAll();  // DestroyRange waits for closes in progress
+  }
 }
 
 void RangeHost::OnFailed(uint64_t id, uint64_t generation, const absl::Status& why) {
@@ -279,11 +282,14 @@ absl::Status RangeHost::DestroyRange(const meta::RangeMetadata& range) {
   const uint64_t id = range.range_id();
   if (options_.before_destroy) RETURN_IF_ERROR(options_.before_destroy(id));
   std::shared_ptr<Range> serving;
+  std::vector<std::shared_ptr<Range>> stale;
   {
     absl::MutexLock l(&mu_);
     // An open in progress would recreate the log: let it finish first. A
-    // sweep removing the directory too: let it finish (one remover at a time).
-    while (sweeping_.contains(id) ||
+    // sweep removing the directory too: let it finish (one remover at a
+    // time). And a close in progress (a failed instance on the reopen
+    // thread, a release): its RocksDB still uses the directory.
+    while (sweeping_.contains(id) || closing_.contains(id) ||
            (slots_.contains(id) && slots_.at(id).state == State::kOpening)) {
       cv_.Wait(&mu_);
     }
@@ -292,16 +298,26 @@ absl::Status RangeHost::DestroyRange(const meta::RangeMetadata& range) {
       serving = std::move(it->second.range);
       slots_.erase(it);
     }
+    // A failed instance not yet taken by the reopen thread: closed here.
+    for (auto c = to_close_.begin(); c != to_close_.end();) {
+      if ((*c)->descriptor().range_id == id) {
+        stale.push_back(std::move(*c));
+        c = to_close_.erase(c);
+      } else {
+        ++c;
+      }
+    }
     BeginClosingLocked(id);
   }
   absl::Status first;
-  if (serving != nullptr) {
-    absl::Status closed = serving->Close();
+  if (serving != nullptr) stale.push_back(std::move(serving));
+  for (std::shared_ptr<Range>& range : stale) {
+    absl::Status closed = range->Close();
     // A failed log is expected here (that range stopped serving anyway).
     if (!closed.ok()) {
       absl::FPrintF(stderr, "ledgerkv: range %d: close before drop: %s\n", id, closed.ToString());
     }
-    serving.reset();
+    range.reset();
   }
   Note(first, DeleteLog(id));
   Note(first, snapshots_->RemoveRange(id));
