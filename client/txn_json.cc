@@ -127,6 +127,13 @@ absl::Status ParseOp(const JsonValue& op, absl::string_view path, v1::TxnOp* out
     out->mutable_delete_()->set_key(std::move(key));
     if (body.Find("end") != nullptr) {
       ASSIGN_OR_RETURN(std::string end, RequiredString(body, "end", body_path));
+      // On the wire an empty end means "one key": written out, it reads as
+      // "to the end of the table", so it is refused rather than guessed.
+      if (end.empty()) {
+        return Bad(absl::StrCat(body_path, ".end"),
+                   "must not be empty (leave \"end\" out to delete one key; a delete "
+                   "range ends at a key)");
+      }
       out->mutable_delete_()->set_end(std::move(end));
     }
   } else {

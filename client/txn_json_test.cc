@@ -109,6 +109,9 @@ TEST(TxnJsonTest, RefusesSchemaViolationsNamingThePath) {
               HasSubstr("success[0].incr.delta: number 99999999999999999999 does not fit in int64"));
   EXPECT_THAT(ErrorOf(R"({"success": [{"delete": {"key": "a", "end": null}}]})"),
               HasSubstr("success[0].delete.end: expected string, got null"));
+  // An explicit empty end would silently delete only `key`.
+  EXPECT_THAT(ErrorOf(R"({"success": [{"delete": {"key": "tmp/", "end": ""}}]})"),
+              HasSubstr("success[0].delete.end: must not be empty"));
 }
 
 }  // namespace
