@@ -101,8 +101,12 @@ grpc::ServerUnaryReactor* AdminService::DescribeTable(grpc::CallbackServerContex
                                                       const v1::DescribeTableRequest* request,
                                                       v1::DescribeTableResponse* response) {
   grpc::ServerUnaryReactor* reactor = CountedReactor(ctx, calls_);
-  absl::StatusOr<std::shared_ptr<const meta::TableMetadata>> table = catalog_->Get(request->name());
-  if (absl::Status bad = CheckTableName(request->name()); !bad.ok()) table = bad;
+  // Through the host, as KV calls are: in cluster mode a table created
+  // through another server moments ago is "retry" (the catalog reloads),
+  // not NOT_FOUND, which a client takes as "no such table".
+  absl::Status bad = CheckTableName(request->name());
+  absl::StatusOr<std::shared_ptr<const meta::TableMetadata>> table =
+      bad.ok() ? host_->Table(request->name()) : bad;
   if (!table.ok()) {
     reactor->Finish(ToGrpcStatus(table.status(), ctx));
     return reactor;

@@ -643,5 +643,39 @@ TEST(ClusterScanProcessTest, AScanOverRangesOfDifferentServersReturnsEveryKeyOnc
   EXPECT_LE((*fresh)->retries(), 2) << "requests kept being redirected";
 }
 
+// A table created through one server is described by another at once: the
+// other server may not have reloaded its table list yet, and must answer
+// "retry" (the client does), never NOT_FOUND (which the client takes as
+// "no such table" and forgets the table's layout).
+TEST(ClusterTableProcessTest, ATableCreatedThroughOneServerIsDescribedByAnotherAtOnce) {
+  ClusterFlags flags;
+  flags.lease_ttl_s = kLeaseTtlS;
+  auto started = TestCluster::Start(flags);
+  if (!started.ok() && absl::IsFailedPrecondition(started.status())) GTEST_SKIP();
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<TestCluster> cluster = std::move(*started);
+  client::ClientOptions oa, ob;
+  oa.endpoint = cluster->server_address(0);
+  ob.endpoint = cluster->server_address(1);
+  ob.max_attempts = 50;
+  auto a = client::KvClient::Create(oa);
+  auto b = client::KvClient::Create(ob);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int i = 0; i < 30; ++i) {
+    v1::CreateTableRequest create;
+    create.set_name(absl::StrCat("fresh", i));
+    create.add_split_keys("m");
+    ASSERT_TRUE((*a)->CreateTable(create).ok());
+    v1::DescribeTableRequest describe;
+    describe.set_name(create.name());
+    auto d = (*b)->DescribeTable(describe);
+    ASSERT_TRUE(d.ok()) << create.name() << ": " << d.status();
+    EXPECT_EQ(d->ranges_size(), 2);
+  }
+  v1::DescribeTableRequest missing;
+  missing.set_name("never-created");
+  EXPECT_TRUE(absl::IsNotFound((*b)->DescribeTable(missing).status()));
+}
+
 }  // namespace
 }  // namespace ledgerkv
