@@ -81,7 +81,8 @@ commands:
   table describe NAME
   table drop NAME
   bookie info HOST:PORT            a bookie's identity, state (read-only and why) and counters
-exit codes: 0 ok, 1 server error (code and message on stderr), 2 usage or input error, 3 key not found
+exit codes: 0 ok, 1 server error (code and message on stderr), 2 usage or input error, 3 key not found,
+            4 a write failed with an unknown outcome (it may have been applied: read before retrying)
 )";
 }
 

@@ -38,6 +38,18 @@ int Print(const absl::StatusOr<T>& r, Format format, std::ostream& out, std::ost
   return kExitOk;
 }
 
+// Print for a write: an error whose outcome is unknown says so, and exits
+// kExitWriteOutcomeUnknown.
+template <typename T, typename Format>
+int PrintWrite(const absl::StatusOr<T>& r, Format format, std::ostream& out, std::ostream& err) {
+  if (!r.ok() && WriteOutcomeUnknown(r.status())) {
+    ServerError(r.status(), err);
+    err << "ledgerkvctl: the write may or may not have been applied; read before retrying it\n";
+    return kExitWriteOutcomeUnknown;
+  }
+  return Print(r, format, out, err);
+}
+
 // `bookie info`: GetInfo from one bookie (not through a KV server).
 int BookieInfo(const CtlCommand& cmd, std::ostream& out, std::ostream& err) {
   auto stub = bookie::v1::Bookie::NewStub(
@@ -57,6 +69,21 @@ int BookieInfo(const CtlCommand& cmd, std::ostream& out, std::ostream& err) {
 }
 
 }  // namespace
+
+bool WriteOutcomeUnknown(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kResourceExhausted:
+      return false;
+    default:
+      return !IsRetrySafe(status);
+  }
+}
 
 int RunCtl(const std::vector<std::string>& args, std::istream& in, std::ostream& out,
            std::ostream& err) {
@@ -96,7 +123,7 @@ int RunCtl(const std::vector<std::string>& args, std::istream& in, std::ostream&
       req.set_table(cmd.table);
       req.set_key(cmd.key);
       req.set_value(cmd.value);
-      return Print(client.Put(req), [&](const auto& r) { return FormatPut(r, f); }, out, err);
+      return PrintWrite(client.Put(req), [&](const auto& r) { return FormatPut(r, f); }, out, err);
     }
     case CtlCommand::Kind::kGet: {
       v1::GetRequest req;
@@ -117,7 +144,7 @@ int RunCtl(const std::vector<std::string>& args, std::istream& in, std::ostream&
       req.set_table(cmd.table);
       req.set_key(cmd.key);
       req.set_end(cmd.end);
-      return Print(client.Delete(req), [&](const auto& r) { return FormatDelete(r, f); }, out,
+      return PrintWrite(client.Delete(req), [&](const auto& r) { return FormatDelete(r, f); }, out,
                    err);
     }
     case CtlCommand::Kind::kScan: {
@@ -135,22 +162,22 @@ int RunCtl(const std::vector<std::string>& args, std::istream& in, std::ostream&
       req.set_table(cmd.table);
       req.set_key(cmd.key);
       req.set_delta(cmd.delta);
-      return Print(client.Increment(req), [&](const auto& r) { return FormatIncrement(r, f); },
+      return PrintWrite(client.Increment(req), [&](const auto& r) { return FormatIncrement(r, f); },
                    out, err);
     }
     case CtlCommand::Kind::kTxn:
-      return Print(client.Txn(txn), [&](const auto& r) { return FormatTxn(r, f); }, out, err);
+      return PrintWrite(client.Txn(txn), [&](const auto& r) { return FormatTxn(r, f); }, out, err);
     case CtlCommand::Kind::kTableCreate: {
       v1::CreateTableRequest req;
       req.set_name(cmd.name);
       for (const auto& k : cmd.split_keys) req.add_split_keys(k);
-      return Print(client.CreateTable(req),
+      return PrintWrite(client.CreateTable(req),
                    [&](const auto& r) { return FormatRanges(cmd.name, r.ranges(), f); }, out, err);
     }
     case CtlCommand::Kind::kTableDrop: {
       v1::DropTableRequest req;
       req.set_name(cmd.name);
-      return Print(client.DropTable(req),
+      return PrintWrite(client.DropTable(req),
                    [&](const auto&) -> std::string {
                      return f == OutputFormat::kText ? "OK\n" : "{}\n";
                    },

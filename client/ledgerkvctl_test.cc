@@ -1,8 +1,11 @@
 // The client/README.md tour, run with the real ledgerkvctl binary against a
 // real `ledgerkv standalone` process: what a user types, what they see, and
 // the exit codes scripts rely on.
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "absl/synchronization/mutex.h"
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -10,7 +13,10 @@
 #include "client/ctl_output.h"
 #include "client/ctl_run.h"
 #include "gmock/gmock.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
+#include "proto/kv.grpc.pb.h"
 
 namespace ledgerkv::client {
 namespace {
@@ -180,6 +186,75 @@ TEST_F(LedgerkvctlTest, ErrorsExitNonZeroWithCodeAndMessage) {
   EXPECT_EQ(drop_unknown.exit_code, kExitServerError);
   EXPECT_THAT(drop_unknown.err, Not(HasSubstr("OK")));
   EXPECT_THAT(drop_unknown.err, HasSubstr("no_such_table"));
+}
+
+// A KV server that takes requests and never answers them (until the test
+// ends): what a client sees when a server hangs or the connection dies
+// after the request left. Real servers do not do this on demand.
+class SilentKv final : public v1::KV::CallbackService {
+ public:
+  ~SilentKv() override { FinishAll(); }
+  void FinishAll() {
+    absl::MutexLock l(&mu_);
+    for (grpc::ServerUnaryReactor* r : held_) r->Finish(grpc::Status::CANCELLED);
+    held_.clear();
+  }
+  grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* ctx, const v1::PutRequest*,
+                                v1::PutResponse*) override {
+    return Hold(ctx);
+  }
+  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx, const v1::GetRequest*,
+                                v1::GetResponse*) override {
+    return Hold(ctx);
+  }
+  grpc::ServerUnaryReactor* Increment(grpc::CallbackServerContext* ctx,
+                                      const v1::IncrementRequest*,
+                                      v1::IncrementResponse*) override {
+    return Hold(ctx);
+  }
+
+ private:
+  grpc::ServerUnaryReactor* Hold(grpc::CallbackServerContext* ctx) {
+    grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+    absl::MutexLock l(&mu_);
+    held_.push_back(r);
+    return r;
+  }
+  absl::Mutex mu_;
+  std::vector<grpc::ServerUnaryReactor*> held_ ABSL_GUARDED_BY(mu_);
+};
+
+// Scripts must be able to tell "not applied" from "may have been applied":
+// rerunning an incr whose outcome is unknown counts it twice.
+TEST(LedgerkvctlExitTest, AWriteWithAnUnknownOutcomeExitsFourAndSaysSo) {
+  SilentKv kv;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&kv);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+
+  for (const std::vector<std::string>& write :
+       {std::vector<std::string>{"put", "k", "v"}, std::vector<std::string>{"incr", "n"}}) {
+    std::vector<std::string> args = {"--endpoint", address, "--timeout", "1s"};
+    args.insert(args.end(), write.begin(), write.end());
+    CtlResult r = RunCtlBinary(args);
+    EXPECT_EQ(r.exit_code, kExitWriteOutcomeUnknown) << write[0] << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("DEADLINE_EXCEEDED"));
+    EXPECT_THAT(r.err, HasSubstr("may or may not have been applied"));
+  }
+  // A read that times out is just an error.
+  CtlResult get = RunCtlBinary({"--endpoint", address, "--timeout", "1s", "get", "k"});
+  EXPECT_EQ(get.exit_code, kExitServerError) << get.err;
+  // A write that certainly was not sent (nothing listens) is an error too.
+  kv.FinishAll();
+  server->Shutdown();
+  CtlResult unsent = RunCtlBinary({"--endpoint", address, "--timeout", "3s", "put", "k", "v"});
+  EXPECT_EQ(unsent.exit_code, kExitServerError) << unsent.err;
+  EXPECT_THAT(unsent.err, HasSubstr("UNAVAILABLE"));
+  kv.FinishAll();
 }
 
 TEST_F(LedgerkvctlTest, TableDropRemovesTable) {
