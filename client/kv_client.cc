@@ -31,6 +31,9 @@ namespace {
 // min reconnect backoff), so a connect that will fail has failed by then.
 constexpr absl::Duration kConnectWait = absl::Seconds(2);
 
+// Budget of the DescribeTable that learns a table's layout for routing.
+constexpr absl::Duration kLayoutWait = absl::Seconds(2);
+
 // Payload (type URL) on a returned status that proves the call had no
 // effect; see IsRetrySafe.
 constexpr char kRetrySafePayload[] = "ledgerkv-retry-safe";
@@ -203,6 +206,8 @@ void KvClient::Pause(Connection& conn, absl::Duration pause) {
 
 void KvClient::FetchLayout(absl::string_view table, const std::string& address,
                            absl::Time deadline) {
+  // Its own short budget: an owner that hangs must not use up the call's.
+  deadline = std::min(deadline, absl::Now() + kLayoutWait);
   Connection& conn = ConnectionTo(address);
   if (!Connected(conn, std::min(deadline, absl::Now() + kConnectWait))) return;
   grpc::ClientContext ctx;
@@ -342,6 +347,13 @@ absl::StatusOr<v1::RangeResponse> KvClient::Range(const v1::RangeRequest& reques
   v1::RangeResponse response;
   // Routed by the range read first: a page that continues a scan starts
   // in the range where the previous page stopped, often another server's.
+  // A reverse scan starts in the last range, which only the layout tells.
+  if (request.reverse() && !range_map_.HasLayout(request.table())) {
+    const absl::Duration budget =
+        opts.deadline > absl::ZeroDuration() ? opts.deadline : options_.default_deadline;
+    FetchLayout(request.table(), Target({request.table(), request.start()}, ""),
+                absl::Now() + budget);
+  }
   const std::string route_key = ScanRouteKey(request);
   absl::Status s = Invoke({request.table(), route_key}, Kind::kRead, opts,
                           [&](Connection& c, grpc::ClientContext* ctx) {

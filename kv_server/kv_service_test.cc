@@ -129,8 +129,9 @@ TEST_F(ScanTest, CountIsExactAcrossRangesWhateverTheLimit) {
 // cluster mode.
 class ElsewhereLocator : public RangeLocator {
  public:
-  ElsewhereLocator(RangeLocator& host, std::string elsewhere_start)
-      : host_(host), elsewhere_start_(std::move(elsewhere_start)) {}
+  ElsewhereLocator(RangeLocator& host, std::string elsewhere_start,
+                   std::string owner = "other:1")
+      : host_(host), elsewhere_start_(std::move(elsewhere_start)), owner_(std::move(owner)) {}
   absl::StatusOr<std::shared_ptr<const meta::v1::TableMetadata>> Table(
       std::string_view table) override {
     return host_.Table(table);
@@ -138,8 +139,7 @@ class ElsewhereLocator : public RangeLocator {
   absl::StatusOr<std::shared_ptr<Range>> Serving(const meta::v1::TableMetadata& table,
                                                  const meta::v1::RangeSpec& spec) override {
     if (spec.start() == elsewhere_start_) {
-      return RetrySafe(absl::UnavailableError("range is not served here (owner other:1)"),
-                       "other:1");
+      return RetrySafe(absl::UnavailableError("range is not served here"), owner_);
     }
     return host_.Serving(table, spec);
   }
@@ -148,6 +148,7 @@ class ElsewhereLocator : public RangeLocator {
  private:
   RangeLocator& host_;
   const std::string elsewhere_start_;
+  const std::string owner_;  // "": recovering here, no other owner
 };
 
 TEST_F(ScanTest, APageEndsBeforeARangeServedElsewhereAndContinuesAtItsBoundary) {
@@ -215,6 +216,16 @@ TEST_F(ScanTest, APageEndsBeforeARangeServedElsewhereAndContinuesAtItsBoundary) 
   auto c = DecodeContinuation(page->continuation());
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->key, page->kvs(4).key() + std::string(1, '\0'));
+
+  // A range that is merely not serving now (no other owner) fails the
+  // request: a count is never silently short.
+  ElsewhereLocator recovering(*server_->host(), "g", "");
+  v1::RangeRequest count;
+  count.set_table("t");
+  count.set_count_only(true);
+  auto failed = ScanTable(recovering, count, limits, 4 << 20);
+  EXPECT_TRUE(absl::IsUnavailable(failed.status())) << failed.status();
+  EXPECT_TRUE(IsRetrySafe(failed.status()));
 }
 
 TEST_F(ScanTest, KeysOnlyReturnsNoValues) {

@@ -111,11 +111,13 @@ absl::StatusOr<v1::RangeResponse> ScanTable(RangeLocator& locator, const v1::Ran
   for (size_t i = 0; i < order.size(); ++i) {
     const meta::RangeSpec& spec = *order[i];
     absl::StatusOr<std::shared_ptr<Range>> serving = locator.Serving(*table, spec);
-    if (i > 0 && absl::IsUnavailable(serving.status())) {
-      // Served by another process (cluster mode), or not serving here just
-      // now: the page ends before this range, and the caller reads the rest
-      // (and counts it) at the range's owner with the continuation. Only a
-      // refusal of the first range fails the request, naming its owner.
+    if (i > 0 && absl::IsUnavailable(serving.status()) && !OwnerOf(serving.status()).empty() &&
+        OwnerOf(serving.status()) != locator.owner()) {
+      // Served by another server (cluster mode): the page ends before this
+      // range, and the caller reads the rest (and counts it) at its owner
+      // with the continuation. Any other refusal (recovering here, no owner
+      // yet) fails the request as before, so a count is never silently
+      // short; so does a refusal of the first range, naming its owner.
       if (count_only || !full) {
         last_key = request.reverse() ? spec.end() : spec.start();
         boundary = true;

@@ -39,11 +39,12 @@ absl::StatusOr<Continuation> DecodeContinuation(const std::string& token);
 //    cap), and no more than max_response_bytes of keys and values (at least
 //    one key); continuation is set when keys may remain.
 //  - header: the first range read.
-//  - A range after the first that is not served here (UNAVAILABLE from the
-//    locator: another server owns it, or it is recovering) ends the page
+//  - A range after the first that another server owns (the locator's
+//    UNAVAILABLE names an owner other than this server) ends the page
 //    before it: the continuation then points at that range's boundary
 //    (also for count_only), and count covers only the ranges read. Every
-//    range is thus read by its owner, one server per page.
+//    range is thus read by its owner, one server per page. Any other
+//    refusal (recovering, no owner yet) fails the request.
 // Errors: NOT_FOUND (table); INVALID_ARGUMENT (negative limit, start after
 // end, bad token); UNAVAILABLE (retry-safe, naming the owner when known)
 // if the first range to read is not served here; the Range's read errors.

@@ -567,6 +567,9 @@ TEST(ClusterScanProcessTest, AScanOverRangesOfDifferentServersReturnsEveryKeyOnc
       std::vector<std::string> want = keys;
       if (reverse) std::reverse(want.begin(), want.end());
       EXPECT_EQ(got, want);
+      // At most the first page is redirected; the client then knows the
+      // layout (a reverse scan asks for it before its first page).
+      EXPECT_LE((*c)->retries(), 1);
 
       req.clear_continuation();
       req.set_limit(0);
@@ -574,6 +577,29 @@ TEST(ClusterScanProcessTest, AScanOverRangesOfDifferentServersReturnsEveryKeyOnc
       ASSERT_TRUE(all.ok()) << all.status();
       EXPECT_EQ(all->size(), keys.size());
     }
+  }
+
+  // A reverse scan starts in the table's last range: a client that knows
+  // no layout yet asks for it first instead of sending the first page to
+  // its seed, which here is the server that does not own that range.
+  {
+    auto last_owner = cluster->Assignment(created->ranges(created->ranges_size() - 1).range_id());
+    ASSERT_TRUE(last_owner.ok());
+    const int other = 1 - cluster->ServerIndex(last_owner->server_id());
+    ASSERT_TRUE(other == 0 || other == 1);
+    client::ClientOptions seeded;
+    seeded.endpoint = cluster->server_address(other);
+    auto c = client::KvClient::Create(seeded);
+    ASSERT_TRUE(c.ok());
+    v1::RangeRequest req;
+    req.set_table("t");
+    req.set_reverse(true);
+    req.set_limit(1);
+    auto page = (*c)->Range(req);
+    ASSERT_TRUE(page.ok()) << page.status();
+    ASSERT_EQ(page->kvs_size(), 1);
+    EXPECT_EQ(page->kvs(0).key(), keys.back());
+    EXPECT_EQ((*c)->retries(), 0) << "the first page of a reverse scan went to the wrong server";
   }
 
   // A client that knows the layout sends every page straight to the owner
