@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -154,6 +155,7 @@ absl::StatusOr<meta::TableMetadata> TableCatalog::CreateTable(
 absl::StatusOr<meta::TableMetadata> TableCatalog::DropTable(const std::string& name,
                                                             const RangeCleanup& cleanup) {
   meta::TableMetadata table;
+  std::optional<meta::TableMetadata> leftover;  // dropped before this call
   {
     absl::MutexLock op(&op_mu_);
     // The record in the store, not the cached one: the cache may be stale
@@ -170,9 +172,19 @@ absl::StatusOr<meta::TableMetadata> TableCatalog::DropTable(const std::string& n
         deleted = store_->Delete(keys_.Table(name), got->version);
       }
       if (absl::IsNotFound(deleted)) {
+        // Gone from the store. If this cache still has it, its record went
+        // in a drop whose reply was lost (this is its retry) or through
+        // another server: clean what of its ranges is left, since nothing
+        // else will in cluster mode.
         absl::MutexLock l(&mu_);
-        tables_.erase(name);
-        return absl::NotFoundError(absl::StrCat("table ", name, " not found"));
+        auto it = tables_.find(name);
+        if (it == tables_.end()) {
+          return absl::NotFoundError(absl::StrCat("table ", name, " not found"));
+        }
+        leftover = *it->second;
+        tables_.erase(it);
+        table.Clear();  // filled below with the leftover ranges only
+        break;
       }
       if (absl::IsAborted(deleted) && attempt < 3) continue;  // re-created meanwhile
       RETURN_IF_ERROR(deleted);
@@ -180,6 +192,13 @@ absl::StatusOr<meta::TableMetadata> TableCatalog::DropTable(const std::string& n
     }
     absl::MutexLock l(&mu_);
     tables_.erase(name);
+  }
+  if (leftover.has_value()) {
+    for (const meta::RangeSpec& spec : leftover->ranges()) {
+      if (!absl::IsNotFound(store_->Get(keys_.Range(spec.range_id())).status())) {
+        table.add_ranges()->CopyFrom(spec);
+      }
+    }
   }
   // Outside op_mu_: a cleanup is several store and bookie calls per range,
   // and Load (a cluster server's control thread) must not wait for them.
@@ -201,6 +220,7 @@ absl::StatusOr<meta::TableMetadata> TableCatalog::DropTable(const std::string& n
                     name, spec.range_id(), cleaned.ToString());
     }
   }
+  if (leftover.has_value()) return absl::NotFoundError(absl::StrCat("table ", name, " not found"));
   return table;
 }
 

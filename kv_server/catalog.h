@@ -83,7 +83,10 @@ class TableCatalog {
   // table record by CAS first (clients stop finding it at once), then, with
   // op_mu_ released, calls `cleanup` for each of its ranges and deletes the
   // range record. Returns the dropped table.
-  // NOT_FOUND "table T not found"; DATA_LOSS if the record does not parse;
+  // NOT_FOUND "table T not found" (also when the record is gone but this
+  // cache still has the table - a retried drop whose reply was lost, or a
+  // drop through another server: the ranges of the cached copy whose range
+  // records remain are cleaned first); DATA_LOSS if the record does not parse;
   // the store's error when the table record could not be deleted (nothing
   // changed). A failed cleanup does not fail the drop (the table is gone):
   // it is logged to stderr, the range record stays, and Sweep retries it.

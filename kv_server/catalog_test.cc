@@ -179,6 +179,25 @@ TEST_F(CatalogTest, ACatalogWithAStaleCacheDropsTheTableTheStoreHolds) {
   EXPECT_EQ(after->size(), before->size()) << "the losing create left range records behind";
 }
 
+// A drop whose table-record delete landed but whose reply was lost is
+// retried by its caller: the retry finds no record, and must still clean
+// the ranges (nothing else would in cluster mode). It answers NOT_FOUND.
+TEST_F(CatalogTest, ARetriedDropWhoseRecordIsAlreadyGoneStillCleansItsRanges) {
+  auto t = catalog_->CreateTable("t", {"m"});
+  ASSERT_TRUE(t.ok());
+  // What the lost-reply delete left: the record gone, the cache unchanged.
+  ASSERT_TRUE(store_->Delete(keys_.Table("t"), metadata::kAnyVersion).ok());
+  std::vector<uint64_t> cleaned;
+  EXPECT_TRUE(absl::IsNotFound(catalog_->DropTable("t", Record(&cleaned)).status()));
+  EXPECT_EQ(cleaned, (std::vector<uint64_t>{t->ranges(0).range_id(), t->ranges(1).range_id()}));
+  for (const auto& spec : t->ranges()) EXPECT_FALSE(RangeRecordExists(spec.range_id()));
+  EXPECT_TRUE(absl::IsNotFound(catalog_->Get("t").status()));
+  // Nothing left: a third call cleans nothing.
+  cleaned.clear();
+  EXPECT_TRUE(absl::IsNotFound(catalog_->DropTable("t", Record(&cleaned)).status()));
+  EXPECT_TRUE(cleaned.empty());
+}
+
 TEST_F(CatalogTest, FailedCleanupLeavesTheRangeForSweep) {
   auto t = catalog_->CreateTable("t", {});
   ASSERT_TRUE(t.ok());
