@@ -16,6 +16,7 @@
 #include "base/entry_checksum.h"
 #include "base/process_tuning.h"
 #include "benchmark/benchmark.h"
+#include "bench/gbench_util.h"
 #include "grpcpp/grpcpp.h"
 #include "ledger/bookie/bookie_server.h"
 #include "proto/bookie.grpc.pb.h"
@@ -97,7 +98,7 @@ void BM_BookieAdd(benchmark::State& state) {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     grpc::Status s = stub->Add(&ctx, req, &resp);
     if (!s.ok() || !AllAcknowledged(resp, entries_per_rpc)) {
-      state.SkipWithError("add failed or not acknowledged");
+      FailBenchmark(state, "add failed or not acknowledged");
       break;
     }
     entries += entries_per_rpc;
@@ -127,7 +128,7 @@ void BM_BookieAddLocal(benchmark::State& state) {
     });
     done.WaitForNotification();
     if (!status.ok() || !AllAcknowledged(resp, entries_per_rpc)) {
-      state.SkipWithError("add failed or not acknowledged");
+      FailBenchmark(state, "add failed or not acknowledged");
       break;
     }
     entries += entries_per_rpc;
@@ -159,8 +160,8 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   ledgerkv::bench::StartBookie();
-  benchmark::RunSpecifiedBenchmarks();
+  const int exit_code = ledgerkv::bench::RunBenchmarksStrictly();
   benchmark::Shutdown();
   ledgerkv::bench::StopBookie();
-  return 0;
+  return exit_code;
 }

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "benchmark/benchmark.h"
+#include "bench/gbench_util.h"
 #include "kv_server/range/limits.h"
 #include "kv_server/range/local_store.h"
 #include "kv_server/range/range.h"
@@ -78,7 +79,7 @@ void BM_EffectParse(benchmark::State& state) {
   for (auto _ : state) {
     range::v1::Effect effect;
     if (!effect.ParseFromString(record)) {
-      state.SkipWithError("parse failed");
+      FailBenchmark(state, "parse failed");
       break;
     }
     benchmark::DoNotOptimize(effect);
@@ -110,7 +111,7 @@ void BM_StoredValueDecode(benchmark::State& state) {
   for (auto _ : state) {
     absl::StatusOr<kv::StoredValue> v = kv::DecodeStoredValue(encoded);
     if (!v.ok()) {
-      state.SkipWithError("decode failed");
+      FailBenchmark(state, "decode failed");
       break;
     }
     benchmark::DoNotOptimize(v);
@@ -145,7 +146,7 @@ class TempStore {
     std::filesystem::remove_all(t->dir_, ec);
     auto store = kv::LocalStore::Open(t->dir_);
     if (!store.ok()) {
-      state.SkipWithError(store.status().ToString().c_str());
+      FailBenchmark(state, store.status().ToString());
       return nullptr;
     }
     t->store_ = std::move(*store);
@@ -163,7 +164,7 @@ class TempStore {
       }
       absl::Status s = t->store_->Apply({{.seqno = t->NextSeqno(), .effect = &effect}});
       if (!s.ok()) {
-        state.SkipWithError(s.ToString().c_str());
+        FailBenchmark(state, s.ToString());
         return nullptr;
       }
     }
@@ -233,7 +234,7 @@ void BM_LocalStoreApply(benchmark::State& state) {
     }
     absl::Status s = t->store().Apply(batch);
     if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
+      FailBenchmark(state, s.ToString());
       break;
     }
   }
@@ -290,7 +291,7 @@ void BM_SequencerPut(benchmark::State& state) {
     kv::WriteView view(t->store(), overlay, t->NextRevision(), limits);
     if (status.ok()) status = view.Put(request, &response);
     if (!status.ok() || !view.changed()) {
-      state.SkipWithError(status.ok() ? "put changed nothing" : status.ToString().c_str());
+      FailBenchmark(state, status.ok() ? "put changed nothing" : status.ToString());
       break;
     }
     range::v1::Effect effect = view.BuildEffect();
@@ -314,8 +315,8 @@ BENCHMARK(BM_SequencerPut)->ArgName("overlay_hit")->Arg(0)->Arg(1);
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
+  const int exit_code = ledgerkv::bench::RunBenchmarksStrictly();
   benchmark::Shutdown();
   ledgerkv::bench::g_store.reset();  // closes the DB and removes its dir
-  return 0;
+  return exit_code;
 }
