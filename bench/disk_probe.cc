@@ -3,9 +3,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -57,21 +60,54 @@ absl::StatusOr<DiskLimits> MeasureDisk(const std::string& dir, absl::Duration du
     out.fdatasyncs_per_sec = n / absl::ToDoubleSeconds(absl::Now() - start);
   }
   {
+    // Streaming: one thread appends 1 MiB chunks while another syncs in a
+    // loop, with at most 64 MiB written and not yet synced, so writing and
+    // flushing overlap (as in a bookie, which writes the next batch while
+    // the previous one syncs). A writer that stops to sync every few MiB
+    // leaves the disk idle in between and reads as a slower disk.
     ScratchFile f(dir + "/.disk_probe_seq");
     if (auto s = f.Open(); !s.ok()) return s;
-    std::vector<char> chunk(1 << 20, 'y');
-    int64_t bytes = 0;
-    absl::Time start = absl::Now();
-    absl::Time end = start + duration;
-    while (absl::Now() < end) {
-      if (write(f.fd(), chunk.data(), chunk.size()) != static_cast<ssize_t>(chunk.size())) {
-        return Errno("write");
+    constexpr int64_t kChunk = 1 << 20;
+    constexpr int64_t kWindow = 64 << 20;
+    std::vector<char> chunk(kChunk, 'y');
+    std::atomic<int64_t> written{0};
+    std::atomic<int64_t> synced{0};
+    std::atomic<bool> done{false};
+    std::atomic<int> sync_errno{0};
+    std::thread syncer([&] {
+      while (true) {
+        const bool last = done.load();
+        const int64_t target = written.load();
+        if (fdatasync(f.fd()) != 0) {
+          sync_errno.store(errno);
+          return;
+        }
+        synced.store(target);
+        if (last) return;
       }
-      bytes += chunk.size();
-      if (bytes % (8 << 20) == 0 && fdatasync(f.fd()) != 0) return Errno("fdatasync");
+    });
+    absl::Status write_error;
+    const absl::Time start = absl::Now();
+    const absl::Time end = start + duration;
+    while (absl::Now() < end && sync_errno.load() == 0) {
+      if (written.load() - synced.load() >= kWindow) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        continue;
+      }
+      if (write(f.fd(), chunk.data(), chunk.size()) != static_cast<ssize_t>(chunk.size())) {
+        write_error = Errno("write");
+        break;
+      }
+      written.fetch_add(kChunk);
     }
-    if (fdatasync(f.fd()) != 0) return Errno("fdatasync");
-    out.seq_write_mb_per_sec = bytes / 1e6 / absl::ToDoubleSeconds(absl::Now() - start);
+    done.store(true);
+    syncer.join();
+    if (!write_error.ok()) return write_error;
+    if (sync_errno.load() != 0) {
+      errno = sync_errno.load();
+      return Errno("fdatasync");
+    }
+    out.seq_write_mb_per_sec = written.load() / 1e6 / absl::ToDoubleSeconds(absl::Now() - start);
   }
   return out;
 }

@@ -11,7 +11,7 @@ namespace ledgerkv::bench {
 
 struct DiskLimits {
   double fdatasyncs_per_sec = 0;  // 4 KiB overwrite + fdatasync, one at a time
-  double seq_write_mb_per_sec = 0;  // 1 MiB appends, fdatasync every 8 MiB
+  double seq_write_mb_per_sec = 0;  // 1 MiB appends overlapped with fdatasync, <= 64 MiB unsynced
 };
 
 // Measures the disk holding `dir` for about `duration` per figure, using a

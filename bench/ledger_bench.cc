@@ -127,14 +127,16 @@ struct Cluster {
 };
 
 // Syncs and entries of the bookie at `address` so far (GetInfo).
-std::pair<uint64_t, uint64_t> SyncsAndEntries(const std::string& address) {
+absl::StatusOr<std::pair<uint64_t, uint64_t>> SyncsAndEntries(const std::string& address) {
   auto stub = bookie::v1::Bookie::NewStub(
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   bookie::v1::GetInfoResponse info;
-  if (!stub->GetInfo(&ctx, bookie::v1::GetInfoRequest(), &info).ok()) return {0, 0};
-  return {info.syncs(), info.entries_added()};
+  if (const grpc::Status s = stub->GetInfo(&ctx, bookie::v1::GetInfoRequest(), &info); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat("GetInfo of bookie ", address, ": ", s.error_message()));
+  }
+  return std::make_pair(info.syncs(), info.entries_added());
 }
 
 absl::StatusOr<Cluster> StartCluster(const std::string& dir, int bookies,
@@ -180,27 +182,33 @@ struct Row {
   double entries_per_sync = 0;
 };
 
-// The target column of a row against `disk` (empty for rows without one).
-// `lone_add_us`: the p50 latency of a lone 100-byte add of the same config
-// in the same pass (0: not measured). 64 appends in flight complete at most
-// 64 per round trip, and a round trip carrying 64 entries is no faster than
-// one carrying a single entry, so 64 / (that latency in disk syncs) caps
-// the ratio whatever the batching: printed next to the ratio, it tells a
-// missed target on a machine whose round trip is too slow for it apart
-// from a regression.
-std::string TargetColumn(const Row& row, double entries_per_sec, double mb_per_sec,
-                         const DiskLimits& disk, double lone_add_us) {
+// The ratio a row is judged by: entries/s over the disk's fdatasync/s for
+// 100-byte rows, MB/s over its sequential write MB/s otherwise.
+double TargetRatio(const Row& row, const DiskLimits& disk) {
+  return row.entry_size == 100 ? row.result.entries_per_sec / disk.fdatasyncs_per_sec
+                               : row.result.mb_per_sec / disk.seq_write_mb_per_sec;
+}
+
+// The target column of a row (empty for rows without one). `ratio` as
+// TargetRatio. `lone_syncs`: the p50 latency of a lone 100-byte add of the
+// same config, in disk syncs of the same pass (0: not measured). 64 appends
+// in flight complete at most 64 per round trip, and a round trip carrying
+// 64 entries is no faster than one carrying a single entry, so 64 /
+// lone_syncs estimates the most the batching could give: printed next to
+// the ratio, it tells a missed target on a machine whose round trip is too
+// slow for it apart from a regression. An estimate, not a bound: it uses
+// the lone add's median, and a loaded add may be a little faster than that.
+std::string TargetColumn(const Row& row, double ratio, double lone_syncs) {
   if (row.in_flight != 64) return "";
   if (row.entry_size == 100) {
-    std::string out =
-        absl::StrFormat("   %.1fx disk fdatasync/s", entries_per_sec / disk.fdatasyncs_per_sec);
-    if (lone_add_us > 0 && disk.fdatasyncs_per_sec > 0) {
-      const double syncs = lone_add_us * disk.fdatasyncs_per_sec / 1e6;
-      absl::StrAppendFormat(&out, " (cap %.1fx: a lone add takes %.1f syncs)", 64 / syncs, syncs);
+    std::string out = absl::StrFormat("   %.1fx disk fdatasync/s", ratio);
+    if (lone_syncs > 0) {
+      absl::StrAppendFormat(&out, " (est. cap %.1fx: a lone add's p50 is %.1f syncs)",
+                            64 / lone_syncs, lone_syncs);
     }
     return out;
   }
-  return absl::StrFormat("   %.0f%% of disk seq write", 100 * mb_per_sec / disk.seq_write_mb_per_sec);
+  return absl::StrFormat("   %.0f%% of disk seq write", 100 * ratio);
 }
 
 void PrintHeader() {
@@ -213,7 +221,9 @@ void PrintRow(const Row& row, const DiskLimits& disk, double lone_add_us) {
   std::printf("%-14s %8zu %9d %12.0f %9.1f %10.0f %10.0f %9.1f%s\n", row.config->name,
               row.entry_size, row.in_flight, r.entries_per_sec, r.mb_per_sec, r.p50_us, r.p99_us,
               row.entries_per_sync,
-              TargetColumn(row, r.entries_per_sec, r.mb_per_sec, disk, lone_add_us).c_str());
+              TargetColumn(row, TargetRatio(row, disk),
+                           lone_add_us * disk.fdatasyncs_per_sec / 1e6)
+                  .c_str());
   std::fflush(stdout);
 }
 
@@ -231,7 +241,11 @@ absl::StatusOr<Row> MeasureRow(const Config& cfg, size_t size, int in_flight,
   auto writer = cluster->client->CreateLedger(lo);
   if (!writer.ok()) return writer.status();
   std::vector<std::pair<uint64_t, uint64_t>> before;
-  for (const auto& b : cluster->bookies) before.push_back(SyncsAndEntries(b->address()));
+  for (const auto& b : cluster->bookies) {
+    auto counters = SyncsAndEntries(b->address());
+    if (!counters.ok()) return counters.status();
+    before.push_back(*counters);
+  }
   auto r = RunOne(**writer, size, in_flight, seconds);
   if (!r.ok()) return r.status();
   row.result = *r;
@@ -239,8 +253,9 @@ absl::StatusOr<Row> MeasureRow(const Config& cfg, size_t size, int in_flight,
   uint64_t syncs = 0, entries = 0;
   for (size_t b = 0; b < cluster->bookies.size(); ++b) {
     auto after = SyncsAndEntries(cluster->bookies[b]->address());
-    syncs += after.first - before[b].first;
-    entries += after.second - before[b].second;
+    if (!after.ok()) return after.status();
+    syncs += after->first - before[b].first;
+    entries += after->second - before[b].second;
   }
   row.entries_per_sync = syncs > 0 ? static_cast<double>(entries) / syncs : 0.0;
   writer->reset();
@@ -333,28 +348,31 @@ int Main(int argc, char** argv) {
   }
   if (repeat == 1) return 0;
 
-  // The summary: medians over the passes, each ratio between the median
-  // rate and the median disk figure, and the range of the per-pass ratios.
+  // The summary: medians over the passes. A ratio is the median of the
+  // per-pass ratios (each pass's rate over the disk figure probed right
+  // before it), never a median rate over a median disk figure from other
+  // passes; its range follows. The same for the estimated cap.
   std::vector<double> syncs_per_sec, seq_mb;
   for (const DiskLimits& d : disks) {
     syncs_per_sec.push_back(d.fdatasyncs_per_sec);
     seq_mb.push_back(d.seq_write_mb_per_sec);
   }
-  DiskLimits median_disk;
-  median_disk.fdatasyncs_per_sec = Median(syncs_per_sec);
-  median_disk.seq_write_mb_per_sec = Median(seq_mb);
   std::printf("\nmedian of %d passes\n", repeat);
   std::printf("disk: %.0f fdatasync/s (passes: %.0f-%.0f), %.0f MB/s sequential write\n",
-              median_disk.fdatasyncs_per_sec,
-              *std::min_element(syncs_per_sec.begin(), syncs_per_sec.end()),
-              *std::max_element(syncs_per_sec.begin(), syncs_per_sec.end()),
-              median_disk.seq_write_mb_per_sec);
+              Median(syncs_per_sec), *std::min_element(syncs_per_sec.begin(), syncs_per_sec.end()),
+              *std::max_element(syncs_per_sec.begin(), syncs_per_sec.end()), Median(seq_mb));
   PrintHeader();
-  // Median p50 of a lone 100 B add, and of which config.
-  double lone_add_us = 0;
+  // Per pass: a lone 100 B add's p50 in that pass's disk syncs, and of which config.
+  std::vector<double> lone_syncs;
   const Config* lone_config = nullptr;
   for (const std::vector<Row>& measured : rows) {
     std::vector<double> eps, mbps, p50, p99, eps_sync, ratios;
+    const Row& first = measured.front();
+    const bool lone = first.entry_size == 100 && first.in_flight == 1;
+    if (lone) {
+      lone_syncs.clear();
+      lone_config = first.config;
+    }
     for (size_t pass = 0; pass < measured.size(); ++pass) {
       const Result& r = measured[pass].result;
       eps.push_back(r.entries_per_sec);
@@ -362,31 +380,23 @@ int Main(int argc, char** argv) {
       p50.push_back(r.p50_us);
       p99.push_back(r.p99_us);
       eps_sync.push_back(measured[pass].entries_per_sync);
-      ratios.push_back(measured[pass].entry_size == 100 ? r.entries_per_sec / disks[pass].fdatasyncs_per_sec
-                                                        : r.mb_per_sec / disks[pass].seq_write_mb_per_sec);
-    }
-    Result median{Median(eps), Median(mbps), Median(p50), Median(p99)};
-    const Row& first = measured.front();
-    if (first.entry_size == 100 && first.in_flight == 1) {
-      lone_add_us = median.p50_us;
-      lone_config = first.config;
+      ratios.push_back(TargetRatio(measured[pass], disks[pass]));
+      if (lone) lone_syncs.push_back(r.p50_us * disks[pass].fdatasyncs_per_sec / 1e6);
     }
     std::string range;
-    if (measured.front().in_flight == 64) {
+    if (first.in_flight == 64) {
       const double lo = *std::min_element(ratios.begin(), ratios.end());
       const double hi = *std::max_element(ratios.begin(), ratios.end());
-      range = measured.front().entry_size == 100
+      range = first.entry_size == 100
                   ? absl::StrFormat(" (passes: %.1fx-%.1fx)", lo, hi)
                   : absl::StrFormat(" (passes: %.0f%%-%.0f%%)", 100 * lo, 100 * hi);
     }
-    std::printf("%-14s %8zu %9d %12.0f %9.1f %10.0f %10.0f %9.1f%s%s\n",
-                measured.front().config->name, measured.front().entry_size,
-                measured.front().in_flight, median.entries_per_sec, median.mb_per_sec,
-                median.p50_us, median.p99_us, Median(eps_sync),
-                TargetColumn(measured.front(), median.entries_per_sec, median.mb_per_sec,
-                             median_disk, first.config == lone_config ? lone_add_us : 0)
-                    .c_str(),
-                range.c_str());
+    const double cap_syncs =
+        first.config == lone_config && !lone_syncs.empty() ? Median(lone_syncs) : 0;
+    std::printf("%-14s %8zu %9d %12.0f %9.1f %10.0f %10.0f %9.1f%s%s\n", first.config->name,
+                first.entry_size, first.in_flight, Median(eps), Median(mbps), Median(p50),
+                Median(p99), Median(eps_sync),
+                TargetColumn(first, Median(ratios), cap_syncs).c_str(), range.c_str());
   }
   return 0;
 }
