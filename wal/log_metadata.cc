@@ -55,7 +55,7 @@ absl::Status CheckSegments(const meta::v1::LogMetadata& log, const std::string& 
 }
 
 absl::StatusOr<VersionedLog> LoadLog(metadata::MetadataStore& store, std::string_view key,
-                                     const std::string& name) {
+                                     const std::string& name, bool include_deleting) {
   auto got = store.Get(key);
   if (absl::IsNotFound(got.status())) {
     return absl::NotFoundError(absl::StrCat("log ", name, " not found"));
@@ -68,6 +68,9 @@ absl::StatusOr<VersionedLog> LoadLog(metadata::MetadataStore& store, std::string
   }
   absl::Status checked = CheckSegments(out.metadata, name);
   if (!checked.ok()) return checked;
+  if (out.metadata.deleting() && !include_deleting) {
+    return absl::NotFoundError(absl::StrCat("log ", name, " is being deleted"));
+  }
   return out;
 }
 

@@ -28,11 +28,12 @@ absl::Status CheckLogName(const std::string& name);
 absl::Status CheckLogOptions(const LogOptions& options);
 
 // Reads and parses the record at `key`.
-// NOT_FOUND "log <name> not found"; DATA_LOSS if it does not parse or its
-// segments are not contiguous (see CheckSegments); the store's error
-// otherwise.
+// NOT_FOUND "log <name> not found", also "log <name> is being deleted" for
+// a log DeleteLog has marked (unless `include_deleting`); DATA_LOSS if it
+// does not parse or its segments are not contiguous (see CheckSegments);
+// the store's error otherwise.
 absl::StatusOr<VersionedLog> LoadLog(metadata::MetadataStore& store, std::string_view key,
-                                     const std::string& name);
+                                     const std::string& name, bool include_deleting = false);
 
 // Writes `log` at `key` if its version is still `expected` (kMustNotExist to
 // create). Returns the new version; ABORTED when the version moved.

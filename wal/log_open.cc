@@ -59,11 +59,15 @@ absl::StatusOr<VersionedLog> RaiseEpoch(const LogOptions& options, const std::st
   for (int attempt = 1;; ++attempt) {
     VersionedLog current;
     current.version = metadata::kMustNotExist;
-    auto loaded = LoadLog(*options.metadata, key, name);
+    auto loaded = LoadLog(*options.metadata, key, name, /*include_deleting=*/true);
     if (loaded.ok()) {
       current = *std::move(loaded);
     } else if (!absl::IsNotFound(loaded.status())) {
       return loaded.status();
+    }
+    if (current.metadata.deleting()) {
+      // A dropped range's log (DeleteLog): never brought back to life.
+      return absl::NotFoundError(absl::StrCat("log ", name, " is being deleted"));
     }
     VersionedLog next = current;
     next.metadata.set_epoch(current.metadata.epoch() + 1);
@@ -226,14 +230,18 @@ absl::Status DeleteLog(const LogOptions& options, const std::string& name) {
   RETURN_IF_ERROR(CheckLogOptions(options));
   RETURN_IF_ERROR(CheckLogName(name));
   const std::string key = metadata::Keys(options.cluster).Log(name);
-  // 1. Raise the epoch on the log as it is (never create it).
+  // 1. Raise the epoch and mark the log deleting, in one CAS on the log as
+  // it is (never creating it): the writer's next roll, close or truncate
+  // fails, no writer can open it again (it reads as absent), and a retry
+  // of this call still finds the segments to fence and delete.
   VersionedLog log;
   for (int attempt = 1;; ++attempt) {
-    auto loaded = LoadLog(*options.metadata, key, name);
+    auto loaded = LoadLog(*options.metadata, key, name, /*include_deleting=*/true);
     if (absl::IsNotFound(loaded.status())) return absl::OkStatus();
     RETURN_IF_ERROR(loaded.status());
     log = *std::move(loaded);
     log.metadata.set_epoch(log.metadata.epoch() + 1);
+    log.metadata.set_deleting(true);
     auto stored = StoreLog(*options.metadata, key, log.metadata, log.version);
     if (stored.ok()) {
       log.version = *stored;
@@ -241,11 +249,12 @@ absl::Status DeleteLog(const LogOptions& options, const std::string& name) {
     }
     if (!absl::IsAborted(stored.status()) || attempt >= options.metadata_retries) {
       return absl::Status(stored.status().code(),
-                          absl::StrCat("log ", name, ": cannot raise the epoch to delete it: ",
+                          absl::StrCat("log ", name, ": cannot mark it deleting: ",
                                        stored.status().message()));
     }
   }
-  // 2. Fence the writer's ledger: recovery marks it fenced on its bookies.
+  // 2. Fence the writer's ledger: recovery marks it fenced on its bookies,
+  // so its next add fails.
   std::vector<uint64_t> ledgers(log.metadata.ledgers_to_delete().begin(),
                                 log.metadata.ledgers_to_delete().end());
   for (const meta::v1::LogSegment& segment : log.metadata.segments()) {
@@ -258,8 +267,8 @@ absl::Status DeleteLog(const LogOptions& options, const std::string& name) {
                                        " before deleting it: ", fenced.status().message()));
     }
   }
-  // 3. The ledgers, then the log (a failure in between leaves the log
-  // naming ledgers that are gone: the next try finds them NOT_FOUND).
+  // 3. The ledgers, then the record (a failure in between leaves the log
+  // marked deleting; the next try finds the ledgers already gone).
   for (uint64_t ledger_id : ledgers) {
     absl::Status deleted = options.client->DeleteLedger(ledger_id);
     if (!deleted.ok() && !absl::IsNotFound(deleted)) {

@@ -118,6 +118,39 @@ TEST_F(LogRecoveryTest, DeletingALogFencesItsWriterBeforeAnythingIsDeleted) {
   LKV_ASSERT_OK(DeleteLog(options_, "log-never"));
 }
 
+// A delete cut short (here: no bookie answers, so the writer cannot be
+// fenced) leaves the log marked deleting: nobody can open it again (a
+// stale owner reopening it would otherwise recreate it, or race the
+// delete), readers find it absent, and a retry finishes the delete.
+TEST_F(LogRecoveryTest, AnInterruptedDeleteLeavesALogNobodyCanReopenAndARetryFinishesIt) {
+  {
+    LKV_ASSIGN_OR_FAIL(auto a, LogWriter::Open(options_, "log-cut"));
+    for (auto& r : AppendAll(*a, "a", 10)) LKV_ASSERT_OK(r);
+    // Dropped without a close: its segment stays OPEN.
+  }
+  for (int i = 0; i < cluster_->size(); ++i) cluster_->StopBookie(i);
+  EXPECT_FALSE(DeleteLog(options_, "log-cut").ok());
+  EXPECT_EQ(LogWriter::Open(options_, "log-cut").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(LogReader::Open(options_, "log-cut", 1).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(GetLogMetadata(options_, "log-cut").status().code(), absl::StatusCode::kNotFound);
+
+  for (int i = 0; i < cluster_->size(); ++i) LKV_ASSERT_OK(cluster_->RestartBookie(i));
+  // (Connections to the restarted bookies come back after gRPC's backoff.)
+  absl::Status retried;
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(20); absl::Now() < give_up;) {
+    retried = DeleteLog(options_, "log-cut");
+    if (retried.ok()) break;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  LKV_ASSERT_OK(retried);
+  EXPECT_TRUE(absl::IsNotFound(
+      cluster_->store()->Get(metadata::Keys(options_.cluster).Log("log-cut")).status()));
+  // Deleted for good, the name is free again.
+  LKV_ASSIGN_OR_FAIL(auto fresh, LogWriter::Open(options_, "log-cut"));
+  EXPECT_EQ(fresh->first_seqno(), 1u);
+  LKV_ASSERT_OK(fresh->Close());
+}
+
 TEST_F(LogRecoveryTest, WriterFencedMidStreamNeverAcksAgainAndLeavesNoDuplicateSeqnos) {
   LKV_ASSIGN_OR_FAIL(auto a, LogWriter::Open(options_, "log-busy"));
   absl::Mutex mu;

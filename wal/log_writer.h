@@ -250,14 +250,15 @@ class LogWriter {
 };
 
 // Deletes log `name` and its ledgers for good (a dropped range), fencing
-// its writer first, wherever it runs: raises the epoch by CAS (the writer's
-// next roll, close or truncate fails), recovers the OPEN segment's ledger
-// (its next add fails: no record is acknowledged after this returns), then
-// deletes every ledger the log names or still lists for deletion, then the
-// log itself at the version this call wrote. OK if the log does not exist.
-// Errors leave the log in place (possibly with its epoch raised and its
-// writer fenced) for the caller to retry: UNAVAILABLE (bookies or store),
-// ABORTED if the log kept changing or was reopened meanwhile.
+// its writer first, wherever it runs: raises the epoch and marks the log
+// deleting in one CAS (the writer's next roll, close or truncate fails; no
+// Open succeeds again; readers see NOT_FOUND), recovers the OPEN segment's
+// ledger (its next add fails: no record is acknowledged after this
+// returns), then deletes every ledger the log names or still lists for
+// deletion, then the log itself at the version this call wrote. OK if the
+// log does not exist. Errors leave the log marked deleting for the caller
+// to retry: UNAVAILABLE (bookies or store), ABORTED if the log kept
+// changing.
 absl::Status DeleteLog(const LogOptions& options, const std::string& name);
 
 }  // namespace ledgerkv::wal
