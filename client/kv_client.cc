@@ -348,14 +348,17 @@ absl::StatusOr<v1::RangeResponse> KvClient::Range(const v1::RangeRequest& reques
   // Routed by the range read first: a page that continues a scan starts
   // in the range where the previous page stopped, often another server's.
   // A reverse scan starts in the last range, which only the layout tells.
+  CallOptions call = opts;
   if (request.reverse() && !range_map_.HasLayout(request.table())) {
     const absl::Duration budget =
         opts.deadline > absl::ZeroDuration() ? opts.deadline : options_.default_deadline;
-    FetchLayout(request.table(), Target({request.table(), request.start()}, ""),
-                absl::Now() + budget);
+    const absl::Time deadline = absl::Now() + budget;
+    FetchLayout(request.table(), Target({request.table(), request.start()}, ""), deadline);
+    // The fetch is part of the call: the rest gets what is left.
+    call.deadline = std::max(deadline - absl::Now(), absl::Milliseconds(1));
   }
   const std::string route_key = ScanRouteKey(request);
-  absl::Status s = Invoke({request.table(), route_key}, Kind::kRead, opts,
+  absl::Status s = Invoke({request.table(), route_key}, Kind::kRead, call,
                           [&](Connection& c, grpc::ClientContext* ctx) {
                             return c.kv->Range(ctx, request, &response);
                           });

@@ -118,7 +118,8 @@ namespace {
 
 bool MayBeNamedByLog(metadata::MetadataStore& store, std::string_view key,
                      const std::string& name, uint64_t ledger_id, metadata::Version expected) {
-  auto now = LoadLog(store, key, name);
+  // A log being deleted still names its segments authoritatively.
+  auto now = LoadLog(store, key, name, /*include_deleting=*/true);
   if (!now.ok()) return true;  // unknown: keep it
   for (const meta::v1::LogSegment& segment : now->metadata.segments()) {
     if (segment.ledger_id() == ledger_id) return true;

@@ -82,7 +82,7 @@ absl::StatusOr<VersionedLog> RaiseEpoch(const LogOptions& options, const std::st
       return absl::UnavailableError(absl::StrCat("log ", name, ": cannot raise the epoch: ",
                                                  stored.status().message()));
     }
-    auto reread = LoadLog(*options.metadata, key, name);
+    auto reread = LoadLog(*options.metadata, key, name, /*include_deleting=*/true);
     if (!reread.ok()) return reread.status();
     if (reread->metadata.epoch() != current.metadata.epoch()) {
       return absl::AbortedError(absl::StrCat("log ", name, " was opened concurrently by another writer (epoch ",
@@ -201,7 +201,7 @@ absl::StatusOr<std::unique_ptr<LogWriter>> LogWriter::Open(const LogOptions& opt
           "log ", name, ": cannot append its new segment: ", stored.status().message())));
     }
     if (absl::IsUnavailable(stored.status())) absl::SleepFor(absl::Milliseconds(20 * attempt));
-    auto reread = LoadLog(*options.metadata, key, name);
+    auto reread = LoadLog(*options.metadata, key, name, /*include_deleting=*/true);
     if (!reread.ok()) {
       if (absl::IsUnavailable(reread.status())) continue;
       return give_up(reread.status());
@@ -226,10 +226,12 @@ absl::StatusOr<std::unique_ptr<LogWriter>> LogWriter::Open(const LogOptions& opt
       new LogWriter(options, std::move(name), epoch, std::move(next), version, std::move(writer)));
 }
 
-absl::Status DeleteLog(const LogOptions& options, const std::string& name) {
-  RETURN_IF_ERROR(CheckLogOptions(options));
-  RETURN_IF_ERROR(CheckLogName(name));
-  const std::string key = metadata::Keys(options.cluster).Log(name);
+namespace {
+
+// One pass of DeleteLog. ABORTED if the record changed between the mark
+// and the final delete (another DeleteLog of the same log marked it again).
+absl::Status DeleteLogOnce(const LogOptions& options, const std::string& name,
+                           const std::string& key) {
   // 1. Raise the epoch and mark the log deleting, in one CAS on the log as
   // it is (never creating it): the writer's next roll, close or truncate
   // fails, no writer can open it again (it reads as absent), and a retry
@@ -279,6 +281,21 @@ absl::Status DeleteLog(const LogOptions& options, const std::string& name) {
   absl::Status deleted = options.metadata->Delete(key, log.version);
   if (absl::IsNotFound(deleted)) return absl::OkStatus();
   return deleted;
+}
+
+}  // namespace
+
+absl::Status DeleteLog(const LogOptions& options, const std::string& name) {
+  RETURN_IF_ERROR(CheckLogOptions(options));
+  RETURN_IF_ERROR(CheckLogName(name));
+  const std::string key = metadata::Keys(options.cluster).Log(name);
+  for (int round = 1;; ++round) {
+    absl::Status s = DeleteLogOnce(options, name, key);
+    // Two servers cleaning the same dropped range mark it in turn: go round
+    // again (what the other already deleted is skipped) rather than report
+    // a failure the other one is about to repair.
+    if (!absl::IsAborted(s) || round >= options.metadata_retries) return s;
+  }
 }
 
 }  // namespace ledgerkv::wal

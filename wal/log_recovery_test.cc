@@ -108,6 +108,8 @@ TEST_F(LogRecoveryTest, DeletingALogFencesItsWriterBeforeAnythingIsDeleted) {
   LKV_ASSERT_OK(DeleteLog(options_, "log-drop"));
   auto late = a->AppendAndWait("late");
   EXPECT_FALSE(late.ok()) << "acknowledged as seqno " << *late << " after its log was deleted";
+  // It learns it was fenced, as by a new owner.
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition) << late.status();
   EXPECT_FALSE(a->AppendAndWait("later").ok());
   EXPECT_EQ(GetLogMetadata(options_, "log-drop").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(client_->GetLedgerMetadata(before.segments(0).ledger_id()).status().code(),

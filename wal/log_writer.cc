@@ -314,7 +314,7 @@ absl::Status LogWriter::LogErrorFor(const absl::Status& ledger_error, uint64_t l
   if (absl::IsFailedPrecondition(ledger_error)) {
     // The ledger was fenced (or closed) by someone else: normally a new
     // writer that raised the epoch. Name it, for the operator and the test.
-    auto log = LoadLog(*options_.metadata, key_, name_);
+    auto log = LoadLog(*options_.metadata, key_, name_, /*include_deleting=*/true);
     if (log.ok() && log->metadata.epoch() != epoch_) return LogFencedError(name_, log->metadata.epoch());
     return absl::FailedPreconditionError(absl::StrCat(
         "log ", name_, " fenced: its ledger ", ledger_id, " was recovered or closed by another client (",
@@ -454,7 +454,9 @@ absl::Status LogWriter::UpdateMetadataLocked(const MetadataMutation& mutate,
       backoff = std::min(backoff * 2, absl::Seconds(1));
     }
     // Lost a race (or a reply): see what is there now.
-    auto reread = LoadLog(*options_.metadata, key_, name_);
+    // A log being deleted (DeleteLog) has its epoch raised too: read it,
+    // so that this writer learns it is fenced.
+    auto reread = LoadLog(*options_.metadata, key_, name_, /*include_deleting=*/true);
     if (!reread.ok()) {
       if (absl::IsUnavailable(reread.status())) continue;
       return reread.status();
