@@ -60,6 +60,16 @@ std::string FormatDelete(const v1::DeleteResponse& r, OutputFormat f) {
 }
 
 std::string FormatScan(const std::vector<v1::KeyValue>& kvs, bool keys_only, OutputFormat f) {
+  return absl::StrCat(FormatScanBegin(f), FormatScanPage(kvs, keys_only, f, /*first_page=*/true),
+                      FormatScanEnd(static_cast<int64_t>(kvs.size()), f));
+}
+
+std::string FormatScanBegin(OutputFormat f) {
+  return f == OutputFormat::kText ? "" : "{\"kvs\":[";
+}
+
+std::string FormatScanPage(const std::vector<v1::KeyValue>& kvs, bool keys_only, OutputFormat f,
+                           bool first_page) {
   std::string out;
   if (f == OutputFormat::kText) {
     for (const auto& kv : kvs) {
@@ -71,10 +81,16 @@ std::string FormatScan(const std::vector<v1::KeyValue>& kvs, bool keys_only, Out
     }
     return out;
   }
-  std::vector<std::string> items;
-  items.reserve(kvs.size());
-  for (const auto& kv : kvs) items.push_back(KeyValueJson(kv));
-  return absl::StrCat("{\"kvs\":[", absl::StrJoin(items, ","), "],\"count\":", kvs.size(), "}\n");
+  bool first = first_page;
+  for (const auto& kv : kvs) {
+    absl::StrAppend(&out, first ? "" : ",", KeyValueJson(kv));
+    first = false;
+  }
+  return out;
+}
+
+std::string FormatScanEnd(int64_t count, OutputFormat f) {
+  return f == OutputFormat::kText ? "" : absl::StrCat("],\"count\":", count, "}\n");
 }
 
 std::string FormatIncrement(const v1::IncrementResponse& r, OutputFormat f) {

@@ -20,6 +20,14 @@ std::string FormatPut(const v1::PutResponse& r, OutputFormat f);
 std::string FormatGet(const v1::GetResponse& r, OutputFormat f);
 std::string FormatDelete(const v1::DeleteResponse& r, OutputFormat f);
 std::string FormatScan(const std::vector<v1::KeyValue>& kvs, bool keys_only, OutputFormat f);
+
+// The same output as FormatScan, written page by page as a scan goes, so
+// that a scan of any size needs memory for one page only: Begin, then Page
+// for each page's keys, then End with the total count.
+std::string FormatScanBegin(OutputFormat f);
+std::string FormatScanPage(const std::vector<v1::KeyValue>& kvs, bool keys_only, OutputFormat f,
+                           bool first_page);
+std::string FormatScanEnd(int64_t count, OutputFormat f);
 std::string FormatIncrement(const v1::IncrementResponse& r, OutputFormat f);
 std::string FormatTxn(const v1::TxnResponse& r, OutputFormat f);
 std::string FormatRanges(const std::string& table,

@@ -68,6 +68,50 @@ int BookieInfo(const CtlCommand& cmd, std::ostream& out, std::ostream& err) {
   return kExitOk;
 }
 
+// `scan`: pages are printed as they arrive (memory for one page, whatever
+// the scan's size), and --timeout bounds the whole command, not each page.
+// An error part-way is reported after the pages already printed (exit 1;
+// with -o json the document is then left unterminated).
+int Scan(KvClient& client, v1::RangeRequest req, const CtlCommand& cmd, std::ostream& out,
+         std::ostream& err) {
+  const absl::Time deadline = absl::Now() + cmd.timeout;
+  const int64_t limit = cmd.limit;
+  int64_t printed = 0;
+  out << FormatScanBegin(cmd.output);
+  while (true) {
+    if (limit > 0) req.set_limit(limit - printed);
+    CallOptions opts;
+    opts.deadline = deadline - absl::Now();
+    if (opts.deadline <= absl::ZeroDuration()) {
+      out.flush();
+      return ServerError(absl::DeadlineExceededError(absl::StrCat(
+                             "scan did not finish within --timeout ",
+                             absl::FormatDuration(cmd.timeout), " (", printed, " keys printed)")),
+                         err);
+    }
+    auto page = client.Range(req, opts);
+    if (!page.ok()) {
+      out.flush();
+      return ServerError(page.status(), err);
+    }
+    std::vector<v1::KeyValue> kvs(page->kvs().begin(), page->kvs().end());
+    if (limit > 0 && printed + static_cast<int64_t>(kvs.size()) > limit) {
+      kvs.resize(static_cast<size_t>(limit - printed));
+    }
+    out << FormatScanPage(kvs, cmd.keys_only, cmd.output, /*first_page=*/printed == 0);
+    out.flush();
+    printed += static_cast<int64_t>(kvs.size());
+    if (page->continuation().empty() || (limit > 0 && printed >= limit)) break;
+    if (page->kvs_size() == 0 && page->continuation() == req.continuation()) {
+      return ServerError(absl::InternalError("Range returned the same continuation without progress"),
+                         err);
+    }
+    req.set_continuation(page->continuation());
+  }
+  out << FormatScanEnd(printed, cmd.output);
+  return kExitOk;
+}
+
 }  // namespace
 
 bool WriteOutcomeUnknown(const absl::Status& status) {
@@ -154,8 +198,7 @@ int RunCtl(const std::vector<std::string>& args, std::istream& in, std::ostream&
       req.set_end(cmd.end);
       req.set_limit(cmd.limit);
       req.set_keys_only(cmd.keys_only);
-      return Print(client.ScanAll(req),
-                   [&](const auto& kvs) { return FormatScan(kvs, cmd.keys_only, f); }, out, err);
+      return Scan(client, req, cmd, out, err);
     }
     case CtlCommand::Kind::kIncr: {
       v1::IncrementRequest req;

@@ -7,11 +7,14 @@
 
 #include "absl/synchronization/mutex.h"
 
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/client_test_util.h"
 #include "client/ctl_output.h"
 #include "client/ctl_run.h"
+#include "client/json.h"
+#include "client/kv_client.h"
 #include "gmock/gmock.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -255,6 +258,50 @@ TEST(LedgerkvctlExitTest, AWriteWithAnUnknownOutcomeExitsFourAndSaysSo) {
   EXPECT_EQ(unsent.exit_code, kExitServerError) << unsent.err;
   EXPECT_THAT(unsent.err, HasSubstr("UNAVAILABLE"));
   kv.FinishAll();
+}
+
+// A scan bigger than one response (~4 MiB each) is printed page by page
+// and is still one well-formed document with -o json, every key once, in
+// order; --limit cuts it exactly.
+TEST_F(LedgerkvctlTest, AScanOfManyPagesPrintsEveryKeyOnceAndValidJson) {
+  const std::string t = "tour_pages";
+  Ok("", {"table", "create", t, "--split", "k100"});
+  ClientOptions o;
+  o.endpoint = server_->address();
+  auto c = KvClient::Create(o);
+  ASSERT_TRUE(c.ok());
+  const std::string value(20 << 10, 'x');
+  std::vector<std::string> keys;
+  for (int i = 0; i < 300; ++i) {  // ~6 MB: at least two pages
+    v1::PutRequest put;
+    put.set_table(t);
+    put.set_key(absl::StrFormat("k%03d", i));
+    put.set_value(value);
+    ASSERT_TRUE((*c)->Put(put).ok());
+    keys.push_back(put.key());
+  }
+
+  CtlResult json = Ctl(t, {"-o", "json", "scan"});
+  ASSERT_EQ(json.exit_code, kExitOk) << json.err;
+  auto doc = ParseJson(json.out);
+  ASSERT_TRUE(doc.ok()) << doc.status();
+  const JsonValue* kvs = doc->Find("kvs");
+  ASSERT_NE(kvs, nullptr);
+  ASSERT_EQ(kvs->items().size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(kvs->items()[i].Find("key")->string_value(), keys[i]);
+  }
+  EXPECT_EQ(*doc->Find("count")->AsInt64(), 300);
+
+  std::vector<std::string> lines = Lines(Ok(t, {"scan", "--keys-only"}));
+  EXPECT_EQ(lines, keys);
+  EXPECT_EQ(Lines(Ok(t, {"scan", "--keys-only", "--limit", "250"})).size(), 250u);
+  CtlResult limited = Ctl(t, {"-o", "json", "scan", "--keys-only", "--limit", "3"});
+  ASSERT_EQ(limited.exit_code, kExitOk) << limited.err;
+  auto small = ParseJson(limited.out);
+  ASSERT_TRUE(small.ok()) << small.status() << limited.out;
+  EXPECT_EQ(small->Find("kvs")->items().size(), 3u);
+  EXPECT_EQ(*small->Find("count")->AsInt64(), 3);
 }
 
 TEST_F(LedgerkvctlTest, TableDropRemovesTable) {
