@@ -131,7 +131,6 @@ absl::StatusOr<meta::TableMetadata> TableCatalog::CreateTable(
     record.set_table(name);
     record.set_start(spec->start());
     record.set_end(spec->end());
-    record.set_create_unix_ms(table.create_time_unix_ms());
     RETURN_IF_ERROR(
         store_->Put(keys_.Range(range_id), record.SerializeAsString(), metadata::kMustNotExist)
             .status());
@@ -217,7 +216,7 @@ absl::StatusOr<meta::TableMetadata> TableCatalog::DropTable(const std::string& n
     if (!cleaned.ok()) {
       absl::FPrintF(stderr,
                     "ledgerkv: drop table %s: cleanup of range %d failed (its range record "
-                    "stays for the sweep): %s\n",
+                    "stays; standalone retries it at its next start): %s\n",
                     name, spec.range_id(), cleaned.ToString());
     }
   }
@@ -225,44 +224,27 @@ absl::StatusOr<meta::TableMetadata> TableCatalog::DropTable(const std::string& n
   return table;
 }
 
-absl::StatusOr<int> TableCatalog::Sweep(const RangeCleanup& cleanup, absl::Duration min_age) {
-  std::vector<std::pair<metadata::KeyValue, meta::RangeMetadata>> orphans;
-  absl::Status first;
+absl::StatusOr<int> TableCatalog::Sweep(const RangeCleanup& cleanup) {
+  absl::MutexLock op(&op_mu_);
+  std::set<uint64_t> referenced;
   {
-    absl::MutexLock op(&op_mu_);
-    // Range records first, then the tables, both from the store (not the
-    // cache): a table created in between is in the second listing, and one
-    // created after it has range records too young to be taken (min_age)
-    // or not listed at all.
-    ASSIGN_OR_RETURN(std::vector<metadata::KeyValue> records,
-                     store_->List(keys_.Root() + "ranges/"));
-    ASSIGN_OR_RETURN(std::vector<metadata::KeyValue> tables, store_->List(keys_.Table("")));
-    std::set<uint64_t> referenced;
-    for (const metadata::KeyValue& kv : tables) {
-      meta::TableMetadata table;
-      if (!table.ParseFromString(kv.value) || table.ranges_size() == 0) {
-        // Never guess which ranges an unreadable table holds.
-        return absl::DataLossError(absl::StrCat("table record ", kv.key, " is not parseable"));
-      }
-      for (const meta::RangeSpec& spec : table.ranges()) referenced.insert(spec.range_id());
-    }
-    const int64_t young_after = absl::ToUnixMillis(absl::Now() - min_age);
-    for (const metadata::KeyValue& kv : records) {
-      meta::RangeMetadata range;
-      if (!range.ParseFromString(kv.value)) {
-        if (first.ok()) {
-          first = absl::DataLossError(absl::StrCat("range record ", kv.key, " is not parseable"));
-        }
-        continue;
-      }
-      if (referenced.contains(range.range_id())) continue;
-      if (min_age > absl::ZeroDuration() && range.create_unix_ms() > young_after) continue;
-      orphans.emplace_back(kv, std::move(range));
+    absl::MutexLock l(&mu_);
+    for (const auto& [name, table] : tables_) {
+      for (const meta::RangeSpec& spec : table->ranges()) referenced.insert(spec.range_id());
     }
   }
-  // Outside op_mu_, as DropTable's cleanups.
+  ASSIGN_OR_RETURN(std::vector<metadata::KeyValue> records, store_->List(keys_.Root() + "ranges/"));
   int cleaned_count = 0;
-  for (const auto& [kv, range] : orphans) {
+  absl::Status first;
+  for (const metadata::KeyValue& kv : records) {
+    meta::RangeMetadata range;
+    if (!range.ParseFromString(kv.value)) {
+      if (first.ok()) {
+        first = absl::DataLossError(absl::StrCat("range record ", kv.key, " is not parseable"));
+      }
+      continue;
+    }
+    if (referenced.contains(range.range_id())) continue;
     absl::Status cleaned = cleanup(range);
     if (cleaned.ok()) {
       cleaned = store_->Delete(kv.key, kv.version);

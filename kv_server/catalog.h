@@ -24,7 +24,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "absl/synchronization/mutex.h"
 #include "kv_server/range/limits.h"
 #include "metadata/metadata_store.h"
@@ -94,19 +93,12 @@ class TableCatalog {
   absl::StatusOr<meta::v1::TableMetadata> DropTable(const std::string& name,
                                                     const RangeCleanup& cleanup);
 
-  // Cleans up every range record that no table record in the store
-  // references (left by a crash during CreateTable or DropTable, or a
-  // failed cleanup), calling `cleanup` for each and then deleting it.
-  // Records younger than `min_age` are left alone: CreateTable writes its
-  // range records before its table record, so with another process
-  // creating tables (cluster mode) a young unreferenced record may be about
-  // to be referenced. Zero is only safe while no CreateTable runs anywhere
-  // (standalone, at start). Records of older builds (no creation time)
-  // count as old. Cleanups run with op_mu_ released. Returns the number of
-  // ranges cleaned; the first error otherwise (others are still attempted);
-  // DATA_LOSS without cleaning anything if a table record does not parse.
-  absl::StatusOr<int> Sweep(const RangeCleanup& cleanup,
-                            absl::Duration min_age = absl::ZeroDuration());
+  // Cleans up every range record that no table references (left by a crash
+  // during CreateTable or DropTable, or a failed cleanup). Only safe while
+  // no CreateTable runs in another process (standalone: at start). Returns
+  // the number of ranges cleaned; the first error otherwise (others are
+  // still attempted).
+  absl::StatusOr<int> Sweep(const RangeCleanup& cleanup);
 
   // The cached table (immutable; shared, so that routing a request copies
   // nothing). NOT_FOUND "table T not found".

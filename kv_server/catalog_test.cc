@@ -216,43 +216,6 @@ TEST_F(CatalogTest, FailedCleanupLeavesTheRangeForSweep) {
   EXPECT_FALSE(RangeRecordExists(id));
 }
 
-// With other processes creating tables (cluster mode), a young
-// unreferenced range record may belong to a create in progress: Sweep with
-// a minimum age leaves it, and takes old ones (and those of older builds,
-// which carry no creation time). It reads the tables from the store, so a
-// table this catalog has not loaded yet is never swept.
-TEST_F(CatalogTest, SweepWithAMinimumAgeLeavesYoungRecordsAndTablesItHasNotLoaded) {
-  auto put_orphan = [&](uint64_t id, int64_t created_ms) {
-    meta::RangeMetadata r;
-    r.set_range_id(id);
-    r.set_table("never-created");
-    r.set_create_unix_ms(created_ms);
-    ASSERT_TRUE(store_->Put(keys_.Range(id), r.SerializeAsString(), metadata::kMustNotExist).ok());
-  };
-  put_orphan(901, absl::ToUnixMillis(absl::Now() - absl::Minutes(30)));
-  put_orphan(902, absl::ToUnixMillis(absl::Now()));
-  put_orphan(903, 0);  // an older build's record
-  // Created through another catalog (another server): not in this cache.
-  TableCatalog other(store_.get(), "default", Limits());
-  ASSERT_TRUE(other.Load().ok());
-  auto elsewhere = other.CreateTable("elsewhere", {"m"});
-  ASSERT_TRUE(elsewhere.ok());
-  ASSERT_TRUE(absl::IsNotFound(catalog_->Get("elsewhere").status()));
-
-  std::vector<uint64_t> cleaned;
-  auto swept = catalog_->Sweep(Record(&cleaned), absl::Minutes(10));
-  ASSERT_TRUE(swept.ok()) << swept.status();
-  EXPECT_EQ(cleaned, (std::vector<uint64_t>{901, 903}));
-  EXPECT_TRUE(RangeRecordExists(902));
-  for (const auto& spec : elsewhere->ranges()) EXPECT_TRUE(RangeRecordExists(spec.range_id()));
-  // New tables' range records carry their creation time.
-  auto r = store_->Get(keys_.Range(elsewhere->ranges(0).range_id()));
-  ASSERT_TRUE(r.ok());
-  meta::RangeMetadata record;
-  ASSERT_TRUE(record.ParseFromString(r->value));
-  EXPECT_GT(record.create_unix_ms(), 0);
-}
-
 TEST_F(CatalogTest, SweepRemovesOrphansOfAnInterruptedCreateAndKeepsLiveRanges) {
   auto live = catalog_->CreateTable("live", {"k"});
   ASSERT_TRUE(live.ok());
