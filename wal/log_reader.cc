@@ -63,8 +63,7 @@ absl::StatusOr<meta::v1::LogMetadata> LogReader::LoadLocked() {
 absl::StatusOr<bool> LogReader::PositionLocked() {
   ASSIGN_OR_RETURN(meta::v1::LogMetadata log, LoadLocked());
   if (log.segments_size() == 0) return false;
-  const uint64_t oldest = log.segments(0).first_seqno();
-  if (position_ < oldest) return TruncatedError(name_, position_, oldest);
+  RETURN_IF_ERROR(TruncatedBelowLocked(log));
   const meta::v1::LogSegment* found = nullptr;
   for (const meta::v1::LogSegment& s : log.segments()) {
     if (s.first_seqno() <= position_ &&
@@ -98,22 +97,25 @@ absl::StatusOr<bool> LogReader::PositionLocked() {
   return true;
 }
 
-absl::Status LogReader::TruncatedPastPositionLocked() {
-  ASSIGN_OR_RETURN(meta::v1::LogMetadata now, LoadLocked());
-  if (now.segments_size() > 0 && now.segments(0).first_seqno() > position_) {
-    cursor_.reset();
-    return TruncatedError(name_, position_, now.segments(0).first_seqno());
+absl::Status LogReader::TruncatedBelowLocked(const meta::v1::LogMetadata& log) const {
+  if (log.segments_size() > 0 && log.segments(0).first_seqno() > position_) {
+    return TruncatedError(name_, position_, log.segments(0).first_seqno());
   }
   return absl::OkStatus();
+}
+
+absl::Status LogReader::TruncatedPastPositionLocked() {
+  ASSIGN_OR_RETURN(meta::v1::LogMetadata now, LoadLocked());
+  absl::Status truncated = TruncatedBelowLocked(now);
+  if (!truncated.ok()) cursor_.reset();
+  return truncated;
 }
 
 absl::Status LogReader::MissingLedgerLocked(uint64_t ledger_id) {
   cursor_.reset();
   // Either truncated just now, or lost: the log metadata tells which.
   ASSIGN_OR_RETURN(meta::v1::LogMetadata now, LoadLocked());
-  if (now.segments_size() > 0 && now.segments(0).first_seqno() > position_) {
-    return TruncatedError(name_, position_, now.segments(0).first_seqno());
-  }
+  RETURN_IF_ERROR(TruncatedBelowLocked(now));
   for (const meta::v1::LogSegment& s : now.segments()) {
     if (s.ledger_id() == ledger_id) {
       return absl::DataLossError(absl::StrCat("log ", name_, ": ledger ", ledger_id,

@@ -104,6 +104,9 @@ class LogReader {
   // (records the log names are never reported as merely truncated); OK if
   // a truncation took the segment wholly below position_ (position again).
   absl::Status MissingLedgerLocked(uint64_t ledger_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OUT_OF_RANGE if `log` starts above position_ (truncated), else OK.
+  absl::Status TruncatedBelowLocked(const meta::v1::LogMetadata& log) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OUT_OF_RANGE (and no cursor) if a truncation moved the log's start past
   // position_; OK otherwise, or the error reading the log.
   absl::Status TruncatedPastPositionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
