@@ -500,7 +500,7 @@ void BookieStorage::Close() {
     if (!options_.sync && !read_only()) s = journal_->Sync();
     if (s.ok()) {
       absl::MutexLock c(&checkpoint_mu_);
-      s = CommitCheckpoint(/*synced=*/!read_only());
+      s = CommitCheckpoint(/*synced=*/!read_only(), /*writer_stopped=*/true);
     }
     if (!s.ok()) {
       absl::FPrintF(stderr, "bookie: checkpoint at close failed: %s\n", s.ToString());

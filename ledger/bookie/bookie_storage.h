@@ -260,8 +260,11 @@ class BookieStorage {
   absl::Status WriteCheckpointFile(const JournalPosition& pos);
   // Writes dirty ledger states, flushes the index and records the applied
   // position in CHECKPOINT. `synced`: everything applied is durable in the
-  // journal (required in relaxed mode).
-  absl::Status CommitCheckpoint(bool synced) ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
+  // journal (required in relaxed mode). `writer_stopped`: Close, after the
+  // writer thread ended and the journal was synced, so nothing more can be
+  // written (no second barrier is needed, nor possible).
+  absl::Status CommitCheckpoint(bool synced, bool writer_stopped = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
 
   void Enqueue(std::unique_ptr<WriteRequest> req);
   void WriterLoop();

@@ -486,7 +486,7 @@ JournalPosition BookieStorage::AppliedPositionForTest() const {
   return applied_;
 }
 
-absl::Status BookieStorage::CommitCheckpoint(bool synced) {
+absl::Status BookieStorage::CommitCheckpoint(bool synced, bool writer_stopped) {
   JournalPosition pos;
   {
     // Under apply_mu_ the index does not move: it covers exactly the journal
@@ -527,7 +527,7 @@ absl::Status BookieStorage::CommitCheckpoint(bool synced) {
       }
     }
   }
-  if (!options_.sync) {
+  if (!options_.sync && !writer_stopped) {
     // In relaxed mode the batches the applier took after the caller's
     // barrier (with it, or before apply_mu_ above) were written but not
     // synced, and `pos` may lie among them. Sync through a second barrier
