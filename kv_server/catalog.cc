@@ -6,10 +6,13 @@
 #include <set>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/fault_point.h"
 #include "base/status_macros.h"
 
 namespace ledgerkv::kv {
@@ -117,9 +120,17 @@ absl::StatusOr<meta::TableMetadata> TableCatalog::CreateTable(
   ASSIGN_OR_RETURN(uint64_t table_id, metadata::NextId(*store_, keys_.IdGen("table")));
   table.set_table_id(table_id);
   table.set_create_time_unix_ms(absl::ToUnixMillis(absl::Now()));
-  // Range records first: a crash before the table record leaves only
-  // unreferenced range records (Sweep removes them), never a table that
-  // points at missing ranges.
+  // The create's intent first, then its range records, then the table
+  // record in one Txn that also deletes the intent, if the intent is still
+  // there. A crash before the commit leaves only unreferenced records (the
+  // sweep removes them), never a table that points at missing ranges; and a
+  // sweep that claims those records while this create is still running
+  // deletes the intent first, so this commit then fails and nothing that
+  // was swept is ever part of a table (docs/cluster.md, "Leftovers").
+  const std::string intent = keys_.Creating(table_id);
+  ASSIGN_OR_RETURN(metadata::Version intent_version,
+                   store_->Put(intent, absl::StrCat(table.create_time_unix_ms()),
+                               metadata::kMustNotExist));
   for (size_t i = 0; i <= split_keys.size(); ++i) {
     ASSIGN_OR_RETURN(uint64_t range_id, metadata::NextId(*store_, keys_.IdGen("range")));
     meta::RangeSpec* spec = table.add_ranges();
@@ -131,22 +142,45 @@ absl::StatusOr<meta::TableMetadata> TableCatalog::CreateTable(
     record.set_table(name);
     record.set_start(spec->start());
     record.set_end(spec->end());
+    record.set_create_unix_ms(table.create_time_unix_ms());
+    record.set_table_id(table_id);
     RETURN_IF_ERROR(
         store_->Put(keys_.Range(range_id), record.SerializeAsString(), metadata::kMustNotExist)
             .status());
   }
-  absl::StatusOr<metadata::Version> put =
-      store_->Put(keys_.Table(name), table.SerializeAsString(), metadata::kMustNotExist);
-  if (absl::IsAborted(put.status())) {
-    // Created meanwhile through another server (this cache did not have it
-    // yet): our range records are referenced by nothing. Best effort; a
-    // leftover is garbage for Sweep, never part of a table.
-    for (const meta::RangeSpec& spec : table.ranges()) {
-      IgnoreError(store_->Delete(keys_.Range(spec.range_id()), metadata::kAnyVersion));
+  // A test hook: a create that stalls here, past the sweep's grace period.
+  static_cast<void>(LEDGERKV_FAULT("catalog.create.before_commit"));
+  metadata::TxnOp put_table;
+  put_table.key = keys_.Table(name);
+  put_table.value = table.SerializeAsString();
+  metadata::TxnOp drop_intent;
+  drop_intent.type = metadata::TxnOp::Type::kDelete;
+  drop_intent.key = intent;
+  ASSIGN_OR_RETURN(metadata::TxnResult committed,
+                   store_->Txn({{keys_.Table(name), metadata::kMustNotExist}, {intent, intent_version}},
+                               {put_table, drop_intent}));
+  if (!committed.succeeded) {
+    // Which compare failed: with the intent still ours, the table key (the
+    // name was taken meanwhile, even if dropped again since); without it, a
+    // sweep claimed this create's ranges.
+    absl::StatusOr<metadata::VersionedValue> mine = store_->Get(intent);
+    if (!mine.ok() && !absl::IsNotFound(mine.status())) return mine.status();
+    if (mine.ok() && mine->version == intent_version) {
+      // Created meanwhile through another server (this cache did not have
+      // it yet): our range records are referenced by nothing. Best effort;
+      // a leftover is garbage for the sweep, never part of a table.
+      for (const meta::RangeSpec& spec : table.ranges()) {
+        IgnoreError(store_->Delete(keys_.Range(spec.range_id()), metadata::kAnyVersion));
+      }
+      IgnoreError(store_->Delete(intent, intent_version));
+      return absl::AlreadyExistsError(absl::StrCat("table ", name, " already exists"));
     }
-    return absl::AlreadyExistsError(absl::StrCat("table ", name, " already exists"));
+    // The intent is gone: a sweep took this create for a crashed one and
+    // claimed its range records. It cleans them; nothing was created.
+    return absl::AbortedError(absl::StrCat(
+        "table ", name, ": the create took longer than the sweep's grace period and its "
+        "ranges were collected as leftovers; nothing was created, retry"));
   }
-  RETURN_IF_ERROR(put.status());
   absl::MutexLock l(&mu_);
   tables_[name] = std::make_shared<const meta::TableMetadata>(table);
   return table;
@@ -216,7 +250,7 @@ absl::StatusOr<meta::TableMetadata> TableCatalog::DropTable(const std::string& n
     if (!cleaned.ok()) {
       absl::FPrintF(stderr,
                     "ledgerkv: drop table %s: cleanup of range %d failed (its range record "
-                    "stays; standalone retries it at its next start): %s\n",
+                    "stays for the sweep): %s\n",
                     name, spec.range_id(), cleaned.ToString());
     }
   }
@@ -224,37 +258,166 @@ absl::StatusOr<meta::TableMetadata> TableCatalog::DropTable(const std::string& n
   return table;
 }
 
-absl::StatusOr<int> TableCatalog::Sweep(const RangeCleanup& cleanup) {
-  absl::MutexLock op(&op_mu_);
-  std::set<uint64_t> referenced;
+absl::StatusOr<int> TableCatalog::Sweep(const RangeCleanup& cleanup, absl::Duration min_age,
+                                        const std::function<bool()>& still_allowed) {
+  struct Orphan {
+    metadata::KeyValue kv;
+    meta::RangeMetadata range;
+  };
+  std::vector<Orphan> orphans;
+  std::vector<metadata::KeyValue> stale_intents;
+  // Versions as listed (kMustNotExist: absent), the fence of every claim.
+  absl::flat_hash_map<std::string, metadata::Version> table_versions;
+  absl::flat_hash_map<uint64_t, metadata::Version> intent_versions;
+  absl::Status first;
   {
-    absl::MutexLock l(&mu_);
-    for (const auto& [name, table] : tables_) {
-      for (const meta::RangeSpec& spec : table->ranges()) referenced.insert(spec.range_id());
+    absl::MutexLock op(&op_mu_);
+    // From the store, not the cache: a table this server has not loaded yet
+    // must count. The listings need not be consistent with each other: each
+    // claim below re-checks, in one Txn, the versions they were based on.
+    ASSIGN_OR_RETURN(std::vector<metadata::KeyValue> records, store_->List(keys_.RangesPrefix()));
+    ASSIGN_OR_RETURN(std::vector<metadata::KeyValue> intents, store_->List(keys_.CreatingPrefix()));
+    ASSIGN_OR_RETURN(std::vector<metadata::KeyValue> tables, store_->List(keys_.TablesPrefix()));
+    std::set<uint64_t> referenced;
+    std::set<uint64_t> table_ids;
+    for (const metadata::KeyValue& kv : tables) {
+      meta::TableMetadata table;
+      if (!table.ParseFromString(kv.value) || table.ranges_size() == 0 ||
+          kv.key != keys_.Table(table.name())) {
+        // Never guess which ranges an unreadable table holds.
+        return absl::DataLossError(absl::StrCat("table record ", kv.key, " is not parseable"));
+      }
+      for (const meta::RangeSpec& spec : table.ranges()) referenced.insert(spec.range_id());
+      table_ids.insert(table.table_id());
+      table_versions[kv.key] = kv.version;
+    }
+    const int64_t young_after = absl::ToUnixMillis(absl::Now() - min_age);
+    auto young = [&](int64_t created_ms) {
+      return min_age > absl::ZeroDuration() && created_ms > young_after;
+    };
+    for (metadata::KeyValue& kv : intents) {
+      // Only keys exactly of the form Creating(id): another cluster's keys
+      // may share the prefix (a cluster named "x/creating").
+      uint64_t id = 0;
+      int64_t created_ms = 0;
+      if (!absl::SimpleAtoi(kv.key.substr(keys_.CreatingPrefix().size()), &id) ||
+          kv.key != keys_.Creating(id)) {
+        continue;
+      }
+      intent_versions[id] = kv.version;
+      if (table_ids.contains(id)) continue;  // committed (the commit deletes it; defensive)
+      if (absl::SimpleAtoi(kv.value, &created_ms) && young(created_ms)) continue;
+      stale_intents.push_back(std::move(kv));
+    }
+    {
+      // Tables this catalog still has cached count too: a table dropped
+      // through another server is cleaned by that drop, and this server
+      // (the controller) may still assign its ranges until its watch
+      // removes it; destroying them meanwhile could see one adopted again,
+      // re-creating its log after the delete. A dropped table never comes
+      // back (ids are not reused), so this only delays the sweep.
+      absl::MutexLock l(&mu_);
+      for (const auto& [name, table] : tables_) {
+        for (const meta::RangeSpec& spec : table->ranges()) referenced.insert(spec.range_id());
+      }
+    }
+    for (metadata::KeyValue& kv : records) {
+      // The key's form first: another cluster's keys may share the prefix
+      // (a cluster named "x/ranges"), and their values are none of ours.
+      uint64_t id = 0;
+      if (!absl::SimpleAtoi(kv.key.substr(keys_.RangesPrefix().size()), &id) ||
+          kv.key != keys_.Range(id)) {
+        continue;
+      }
+      meta::RangeMetadata range;
+      if (!range.ParseFromString(kv.value) || range.range_id() != id) {
+        if (first.ok()) {
+          first = absl::DataLossError(absl::StrCat("range record ", kv.key, " is not parseable"));
+        }
+        continue;
+      }
+      if (referenced.contains(id)) continue;
+      if (!range.sweeping()) {
+        if (young(range.create_unix_ms())) continue;
+        // A record of an older build has no intent to fence its create, and
+        // such a create commits with a plain put: with creates running
+        // elsewhere (min_age > 0), only the table key would fence it, which
+        // an older build's commit does not compare. Left to a standalone
+        // start or to the operator.
+        if (min_age > absl::ZeroDuration() && range.table_id() == 0) continue;
+      }
+      orphans.push_back(Orphan{std::move(kv), std::move(range)});
     }
   }
-  ASSIGN_OR_RETURN(std::vector<metadata::KeyValue> records, store_->List(keys_.Root() + "ranges/"));
+  // A test hook: a create commits here, after the listings.
+  static_cast<void>(LEDGERKV_FAULT("catalog.sweep.listed"));
+  // Outside op_mu_, as DropTable's cleanups.
   int cleaned_count = 0;
-  absl::Status first;
-  for (const metadata::KeyValue& kv : records) {
-    meta::RangeMetadata range;
-    if (!range.ParseFromString(kv.value)) {
-      if (first.ok()) {
-        first = absl::DataLossError(absl::StrCat("range record ", kv.key, " is not parseable"));
+  auto note = [&first](absl::Status s) {
+    if (!s.ok() && first.ok()) first = std::move(s);
+  };
+  for (Orphan& o : orphans) {
+    if (still_allowed && !still_allowed()) break;
+    metadata::Version version = o.kv.version;
+    if (!o.range.sweeping()) {
+      // The claim: only while the record, its table's key and its create's
+      // intent are as listed (so no table references the range, and its
+      // create, if still running, can no longer commit: its Txn needs the
+      // intent this deletes). Of a stalled create and a sweep, exactly one
+      // succeeds.
+      const std::string table_key = keys_.Table(o.range.table());
+      auto t = table_versions.find(table_key);
+      std::vector<metadata::TxnCompare> compares = {
+          {o.kv.key, o.kv.version},
+          {table_key, t == table_versions.end() ? metadata::kMustNotExist : t->second}};
+      meta::RangeMetadata claimed = o.range;
+      claimed.set_sweeping(true);
+      metadata::TxnOp mark;
+      mark.key = o.kv.key;
+      mark.value = claimed.SerializeAsString();
+      std::vector<metadata::TxnOp> ops = {mark};
+      if (o.range.table_id() != 0) {
+        const std::string intent = keys_.Creating(o.range.table_id());
+        auto iv = intent_versions.find(o.range.table_id());
+        const metadata::Version expected =
+            iv == intent_versions.end() ? metadata::kMustNotExist : iv->second;
+        compares.push_back({intent, expected});
+        if (expected != metadata::kMustNotExist) {
+          metadata::TxnOp drop;
+          drop.type = metadata::TxnOp::Type::kDelete;
+          drop.key = intent;
+          ops.push_back(drop);
+        }
       }
-      continue;
+      absl::StatusOr<metadata::TxnResult> claim = store_->Txn(compares, ops);
+      if (!claim.ok()) {
+        note(claim.status());
+        continue;
+      }
+      if (!claim->succeeded) continue;  // changed since the listing: next sweep
+      if (o.range.table_id() != 0) intent_versions[o.range.table_id()] = metadata::kMustNotExist;
+      version = claim->revision;
     }
-    if (referenced.contains(range.range_id())) continue;
-    absl::Status cleaned = cleanup(range);
+    absl::Status cleaned = cleanup(o.range);
     if (cleaned.ok()) {
-      cleaned = store_->Delete(kv.key, kv.version);
-      if (absl::IsNotFound(cleaned)) cleaned = absl::OkStatus();
+      cleaned = store_->Delete(o.kv.key, version);
+      if (absl::IsNotFound(cleaned)) cleaned = absl::OkStatus();  // another sweeper's
     }
     if (cleaned.ok()) {
       ++cleaned_count;
-    } else if (first.ok()) {
-      first = cleaned;
+    } else {
+      note(cleaned);
     }
+  }
+  // Intents of creates that crashed (or stalled past the grace period)
+  // before writing any range record, or whose records were claimed above.
+  for (const metadata::KeyValue& kv : stale_intents) {
+    if (still_allowed && !still_allowed()) break;
+    uint64_t id = 0;
+    static_cast<void>(absl::SimpleAtoi(kv.key.substr(keys_.CreatingPrefix().size()), &id));
+    if (intent_versions[id] == metadata::kMustNotExist) continue;  // deleted by a claim
+    absl::Status s = store_->Delete(kv.key, kv.version);
+    if (!s.ok() && !absl::IsNotFound(s) && !absl::IsAborted(s)) note(s);
   }
   if (!first.ok()) return first;
   return cleaned_count;

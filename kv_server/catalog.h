@@ -24,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/synchronization/mutex.h"
 #include "kv_server/range/limits.h"
 #include "metadata/metadata_store.h"
@@ -93,12 +94,27 @@ class TableCatalog {
   absl::StatusOr<meta::v1::TableMetadata> DropTable(const std::string& name,
                                                     const RangeCleanup& cleanup);
 
-  // Cleans up every range record that no table references (left by a crash
-  // during CreateTable or DropTable, or a failed cleanup). Only safe while
-  // no CreateTable runs in another process (standalone: at start). Returns
-  // the number of ranges cleaned; the first error otherwise (others are
-  // still attempted).
-  absl::StatusOr<int> Sweep(const RangeCleanup& cleanup);
+  // Cleans up every range record that no table record in the store
+  // references (left by a crash during CreateTable or DropTable, a failed
+  // cleanup, or a create that stalled past `min_age`): claims it (marks it
+  // `sweeping` in a Txn that requires the record, its table's key and its
+  // create's intent to be as listed, and deletes the intent, so that create
+  // can no longer commit), calls `cleanup`, then deletes it. Also deletes
+  // the intents of creates older than `min_age` that never committed.
+  // Records and intents younger than `min_age` are left alone, so that
+  // creates in progress elsewhere are not failed needlessly; safety does not
+  // depend on it (docs/cluster.md, "Leftovers"). Records of older builds
+  // (no table id: no intent fences their create) are swept only without a
+  // minimum age. Ranges of tables this catalog still has cached are left
+  // too. Cleanups run with op_mu_ released;
+  // `still_allowed`, if given, is asked before each claim and cleanup (the
+  // cluster's controller stops when it loses the role). Returns the number
+  // of ranges cleaned; the first error otherwise (others are still
+  // attempted); DATA_LOSS without cleaning anything if a table record does
+  // not parse.
+  absl::StatusOr<int> Sweep(const RangeCleanup& cleanup,
+                            absl::Duration min_age = absl::ZeroDuration(),
+                            const std::function<bool()>& still_allowed = nullptr);
 
   // The cached table (immutable; shared, so that routing a request copies
   // nothing). NOT_FOUND "table T not found".

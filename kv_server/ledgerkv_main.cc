@@ -6,6 +6,7 @@
 //   ledgerkv server --data-dir DIR --listen HOST:PORT --metadata etcd://HOST:PORT[,...]
 //       [--cluster NAME] [--server-id ID] [--lease-ttl-s S] [--ensemble E --write-quorum W
 //       --ack-quorum A] [--snapshot-log-mb M] [--snapshot-interval-s S]
+//       [--orphan-sweep-period-s P] [--orphan-min-age-s A]
 //       (cluster mode, kv_server/cluster/cluster_server.h)
 //   ledgerkv ledger --metadata URI [--cluster NAME] list|show ID|read ID|recover ID|delete ID
 //       (operator commands, kv_server/ledger_cli.h)
@@ -63,10 +64,13 @@ constexpr char kUsage[] =
     "  server --data-dir DIR --listen HOST:PORT --metadata etcd://HOST:PORT[,HOST:PORT...]\n"
     "         [--cluster NAME] [--server-id ID] [--lease-ttl-s S] [--ensemble E]\n"
     "         [--write-quorum W] [--ack-quorum A] [--snapshot-log-mb M] [--snapshot-interval-s S]\n"
+    "         [--orphan-sweep-period-s P] [--orphan-min-age-s A]\n"
     "      run a range server of a cluster (docs/cluster.md): registers in etcd (id defaults\n"
     "      to the listen address), serves the ranges the controller assigns it, redirects\n"
     "      the others. Logs and snapshots on E bookies (default 3), W copies (3), A acks (2).\n"
-    "      Lease TTL S seconds (default 5): failover takes about that long.\n";
+    "      Lease TTL S seconds (default 5): failover takes about that long. The controller\n"
+    "      cleans range records no table references every P seconds (default 300) once\n"
+    "      they are A seconds old (default 600).\n";
 
 int Usage(const std::string& error) {
   if (!error.empty()) absl::FPrintF(stderr, "ledgerkv: %s\n", error);
@@ -245,7 +249,11 @@ int RunServer(const std::vector<std::string>& args) {
        PositiveFlag("--ack-quorum", [&](int64_t n) { options.ack_quorum = static_cast<int>(n); }),
        PositiveFlag("--snapshot-log-mb", [&](int64_t n) { options.snapshot_log_bytes = n << 20; }),
        PositiveFlag("--snapshot-interval-s",
-                    [&](int64_t n) { options.snapshot_interval = absl::Seconds(n); })});
+                    [&](int64_t n) { options.snapshot_interval = absl::Seconds(n); }),
+       PositiveFlag("--orphan-sweep-period-s",
+                    [&](int64_t n) { options.orphan_sweep_period = absl::Seconds(n); }),
+       PositiveFlag("--orphan-min-age-s",
+                    [&](int64_t n) { options.orphan_min_age = absl::Seconds(n); })});
   if (exit.has_value()) return *exit;
   if (options.data_dir.empty()) return Usage("server: --data-dir is required");
   if (options.listen.empty()) return Usage("server: --listen is required");

@@ -45,7 +45,9 @@ bool Keys::ParseLedgerKey(std::string_view key, uint64_t* id) const {
   return true;
 }
 
-std::string Keys::Range(uint64_t id) const { return root_ + "ranges/" + PaddedId(id); }
+std::string Keys::Range(uint64_t id) const { return RangesPrefix() + PaddedId(id); }
+
+std::string Keys::Creating(uint64_t table_id) const { return CreatingPrefix() + PaddedId(table_id); }
 
 std::string Keys::Assignment(uint64_t range_id) const {
   return root_ + "assignments/" + PaddedId(range_id);

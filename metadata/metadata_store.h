@@ -177,6 +177,10 @@ class Keys {
   std::string Log(std::string_view name) const { return root_ + "logs/" + std::string(name); }
   std::string Table(std::string_view name) const { return root_ + "tables/" + std::string(name); }
   std::string Range(uint64_t id) const;
+  // A CreateTable in progress (docs/cluster.md, "Leftovers").
+  std::string Creating(uint64_t table_id) const;
+  std::string CreatingPrefix() const { return root_ + "creating/"; }
+  std::string RangesPrefix() const { return root_ + "ranges/"; }
   std::string ServersPrefix() const { return root_ + "servers/"; }
   std::string Server(std::string_view id) const { return ServersPrefix() + std::string(id); }
   std::string TablesPrefix() const { return root_ + "tables/"; }

@@ -71,12 +71,19 @@ absl::Status TestCluster::StartBookie(int i) {
 absl::Status TestCluster::StartServer(int i) {
   Node& s = servers_[i];
   s.process.reset();
-  auto p = Process::Start(
-      {BinaryPath("kv_server/ledgerkv"), "server", "--data-dir", s.dir, "--listen", s.address,
-       "--metadata", etcd_->Uri(), "--lease-ttl-s", absl::StrCat(flags_.lease_ttl_s),
-       "--ensemble", absl::StrCat(flags_.ensemble), "--write-quorum",
-       absl::StrCat(flags_.write_quorum), "--ack-quorum", absl::StrCat(flags_.ack_quorum)},
-      "serving on", absl::Seconds(60));
+  std::vector<std::string> args = {
+      BinaryPath("kv_server/ledgerkv"), "server", "--data-dir", s.dir, "--listen", s.address,
+      "--metadata", etcd_->Uri(), "--lease-ttl-s", absl::StrCat(flags_.lease_ttl_s),
+      "--ensemble", absl::StrCat(flags_.ensemble), "--write-quorum",
+      absl::StrCat(flags_.write_quorum), "--ack-quorum", absl::StrCat(flags_.ack_quorum)};
+  if (flags_.orphan_sweep_period_s > 0) {
+    args.insert(args.end(),
+                {"--orphan-sweep-period-s", absl::StrCat(flags_.orphan_sweep_period_s)});
+  }
+  if (flags_.orphan_min_age_s > 0) {
+    args.insert(args.end(), {"--orphan-min-age-s", absl::StrCat(flags_.orphan_min_age_s)});
+  }
+  auto p = Process::Start(args, "serving on", absl::Seconds(60));
   if (!p.ok()) return p.status();
   s.process = std::move(*p);
   return absl::OkStatus();

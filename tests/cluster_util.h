@@ -33,6 +33,9 @@ struct ClusterFlags {
   int write_quorum = 3;
   int ack_quorum = 2;
   int lease_ttl_s = 3;
+  // 0: the server's defaults (5 and 10 minutes).
+  int orphan_sweep_period_s = 0;
+  int orphan_min_age_s = 0;
 };
 
 class TestCluster {

@@ -134,6 +134,7 @@ absl::Status ClusterServer::Init() {
   RETURN_IF_ERROR(StartWatches());
   lease_thread_ = std::thread([this] { LeaseLoop(); });
   control_thread_ = std::thread([this] { ControlLoop(); });
+  sweep_thread_ = std::thread([this] { SweepLoop(); });
   return absl::OkStatus();
 }
 
@@ -650,6 +651,34 @@ void ClusterServer::ControlLoop() {
   }
 }
 
+void ClusterServer::SweepLoop() {
+  while (true) {
+    {
+      absl::MutexLock l(&mu_);
+      const absl::Time next = absl::Now() + options_.orphan_sweep_period;
+      while (!stop_ && absl::Now() < next) cv_.WaitWithDeadline(&mu_, next);
+      if (stop_) return;
+    }
+    if (!IsController() || !LeaseValid()) continue;
+    absl::StatusOr<int> swept = catalog_->Sweep(
+        [this](const meta::RangeMetadata& range) { return host_->DestroyRange(range); },
+        options_.orphan_min_age, [this] {
+          {
+            absl::MutexLock l(&mu_);
+            if (stop_) return false;
+          }
+          return IsController() && LeaseValid();
+        });
+    if (!swept.ok()) {
+      Log(absl::StrCat("sweep of unreferenced ranges failed (retried in ",
+                       absl::FormatDuration(options_.orphan_sweep_period), "): ",
+                       swept.status().ToString()));
+    } else if (*swept > 0) {
+      Log(absl::StrCat("swept ", *swept, " range(s) no table references"));
+    }
+  }
+}
+
 bool ClusterServer::IsController() const {
   absl::MutexLock l(&mu_);
   return controller_version_ != 0;
@@ -665,6 +694,7 @@ void ClusterServer::Shutdown() {
   }
   if (control_thread_.joinable()) control_thread_.join();
   if (lease_thread_.joinable()) lease_thread_.join();
+  if (sweep_thread_.joinable()) sweep_thread_.join();
   for (auto& w : watches_) {
     if (w != nullptr) w->Cancel();
     w.reset();

@@ -70,6 +70,15 @@ struct ClusterServerOptions {
   int64_t snapshot_log_bytes = int64_t{64} << 20;
   absl::Duration snapshot_interval = absl::Minutes(10);
   Limits limits;
+  // The controller's sweep of range records no table references (a crash
+  // part-way through a create or drop, a cleanup that failed): every
+  // `orphan_sweep_period`, records older than `orphan_min_age` are cleaned
+  // (assignment, log, snapshots, then the record). Safety does not depend
+  // on the age (a claim fences the create that wrote the record: a create
+  // that outlasts it fails with ABORTED); it only keeps creates in progress
+  // from being failed needlessly (docs/cluster.md, "Leftovers").
+  absl::Duration orphan_sweep_period = absl::Minutes(5);
+  absl::Duration orphan_min_age = absl::Minutes(10);
 };
 
 class ClusterServer {
@@ -150,6 +159,10 @@ class ClusterServer {
                          const std::map<std::string, int>& load);
 
   void Wake() ABSL_LOCKS_EXCLUDED(mu_);
+  // While this server is the controller: TableCatalog::Sweep every
+  // orphan_sweep_period (its own thread: cleanups block on bookies and
+  // etcd, and the control thread must keep failing over ranges).
+  void SweepLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // RangeHostOptions::on_table_miss (docs/cluster.md, "Tables").
   absl::Status OnTableMiss(std::string_view table, absl::Status not_found)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -194,6 +207,7 @@ class ClusterServer {
   bool shut_down_ = false;
   std::thread lease_thread_;
   std::thread control_thread_;
+  std::thread sweep_thread_;
 };
 
 }  // namespace ledgerkv::kv
