@@ -281,6 +281,9 @@ absl::StatusOr<int> TableCatalog::Sweep(const RangeCleanup& cleanup, absl::Durat
     std::set<uint64_t> referenced;
     std::set<uint64_t> table_ids;
     for (const metadata::KeyValue& kv : tables) {
+      // Table names hold no '/': a deeper key is another cluster's (one
+      // named "x/tables"), none of ours.
+      if (kv.key.find('/', keys_.TablesPrefix().size()) != std::string::npos) continue;
       meta::TableMetadata table;
       if (!table.ParseFromString(kv.value) || table.ranges_size() == 0 ||
           kv.key != keys_.Table(table.name())) {

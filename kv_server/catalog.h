@@ -69,13 +69,17 @@ class TableCatalog {
   absl::Status Load();
 
   // Creates table `name` with ranges split at `split_keys`: allocates a
-  // table id and one range id per range, writes the range records, then
-  // the table record by CAS (must not exist). Returns the new table.
-  // INVALID_ARGUMENT (name, split keys); ALREADY_EXISTS "table T already
-  // exists" (also when another server created it after this cache was
-  // loaded: the range records just written are then deleted again, best
-  // effort); the store's error otherwise (records written stay as
-  // unreferenced garbage for Sweep).
+  // table id and one range id per range, writes the create's intent
+  // (creating/<table id>) and the range records, then commits the table
+  // record in one Txn that requires the table key absent and the intent
+  // unchanged, deleting the intent (docs/cluster.md, "Leftovers"). Returns
+  // the new table. INVALID_ARGUMENT (name, split keys); ALREADY_EXISTS
+  // "table T already exists" (also when another server created it after
+  // this cache was loaded: the records just written are then deleted
+  // again, best effort); ABORTED when a sweep took this create, stalled
+  // past its grace period, for a crashed one (nothing was created; retry);
+  // the store's error otherwise (records written stay as unreferenced
+  // garbage for Sweep).
   absl::StatusOr<meta::v1::TableMetadata> CreateTable(const std::string& name,
                                                       const std::vector<std::string>& split_keys);
 

@@ -328,14 +328,15 @@ TEST_F(CatalogTest, ACreateThatCommitsAfterTheSweepListedItsRangesKeepsThem) {
   TableCatalog sweeper(store_.get(), "default", Limits());
   ASSERT_TRUE(sweeper.Load().ok());
   absl::Notification at_commit, listed, committed;
+  // Bounded waits: a regression fails the test instead of hanging it.
   FaultPoints::Get().Arm("catalog.create.before_commit", [&](std::string_view) {
     at_commit.Notify();
-    listed.WaitForNotification();
+    EXPECT_TRUE(listed.WaitForNotificationWithTimeout(absl::Seconds(10)));
     return false;
   });
   FaultPoints::Get().Arm("catalog.sweep.listed", [&](std::string_view) {
     listed.Notify();
-    committed.WaitForNotification();
+    EXPECT_TRUE(committed.WaitForNotificationWithTimeout(absl::Seconds(10)));
     return false;
   });
   absl::StatusOr<meta::TableMetadata> created;
@@ -343,7 +344,7 @@ TEST_F(CatalogTest, ACreateThatCommitsAfterTheSweepListedItsRangesKeepsThem) {
     created = catalog_->CreateTable("slow", {"m"});
     committed.Notify();
   });
-  at_commit.WaitForNotification();
+  ASSERT_TRUE(at_commit.WaitForNotificationWithTimeout(absl::Seconds(10)));
   std::vector<uint64_t> cleaned;
   auto swept = sweeper.Sweep(Record(&cleaned), absl::ZeroDuration());
   creator.join();
@@ -421,6 +422,34 @@ TEST_F(CatalogTest, ACreateThatLosesTheNameRaceSaysSoAndCleansUp) {
   EXPECT_EQ(records->size(), 1u);  // the winner's one range
 }
 
+// A table dropped through another server whose cleanup failed: its ranges
+// are unreferenced in the store, but while this catalog (the controller's)
+// still has the table cached it may still assign them, so its sweep leaves
+// them until a reload drops the table.
+TEST_F(CatalogTest, ASweepLeavesTheRangesOfATableItStillHasCached) {
+  auto t = catalog_->CreateTable("t", {});
+  ASSERT_TRUE(t.ok());
+  const uint64_t id = t->ranges(0).range_id();
+  TableCatalog other(store_.get(), "default", Limits());
+  ASSERT_TRUE(other.Load().ok());
+  ASSERT_TRUE(other
+                  .DropTable("t", [](const meta::RangeMetadata&) {
+                    return absl::UnavailableError("bookies down");
+                  })
+                  .ok());
+  ASSERT_TRUE(catalog_->Get("t").ok());  // stale: its watch has not fired
+  std::vector<uint64_t> cleaned;
+  auto swept = catalog_->Sweep(Record(&cleaned));
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  EXPECT_TRUE(cleaned.empty());
+  EXPECT_TRUE(RangeRecordExists(id));
+  ASSERT_TRUE(catalog_->Load().ok());
+  swept = catalog_->Sweep(Record(&cleaned));
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  EXPECT_EQ(cleaned, std::vector<uint64_t>{id});
+  EXPECT_FALSE(RangeRecordExists(id));
+}
+
 // Leftovers of a create that crashed before writing any range record (only
 // its intent), and a claimed record whose cleanup failed: the next sweep
 // deletes the intent and cleans the claimed record again.
@@ -459,6 +488,8 @@ TEST_F(CatalogTest, ASweepLeavesKeysThatOnlyShareItsPrefixes) {
   foreign.set_table("theirs");
   const std::string foreign_range = keys_.RangesPrefix() + "ranges/00000000000000000012";
   const std::string foreign_intent = keys_.CreatingPrefix() + "creating/00000000000000000012";
+  const std::string foreign_table = keys_.TablesPrefix() + "tables/theirs";
+  ASSERT_TRUE(store_->Put(foreign_table, "not a table of ours", metadata::kMustNotExist).ok());
   ASSERT_TRUE(store_->Put(foreign_range, foreign.SerializeAsString(), metadata::kMustNotExist).ok());
   ASSERT_TRUE(store_->Put(foreign_intent, "0", metadata::kMustNotExist).ok());
   std::vector<uint64_t> cleaned;
@@ -467,6 +498,7 @@ TEST_F(CatalogTest, ASweepLeavesKeysThatOnlyShareItsPrefixes) {
   EXPECT_TRUE(cleaned.empty());
   EXPECT_TRUE(store_->Get(foreign_range).ok());
   EXPECT_TRUE(store_->Get(foreign_intent).ok());
+  EXPECT_TRUE(store_->Get(foreign_table).ok());
 }
 
 }  // namespace

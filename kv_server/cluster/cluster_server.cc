@@ -655,14 +655,18 @@ void ClusterServer::SweepLoop() {
   while (true) {
     {
       absl::MutexLock l(&mu_);
-      const absl::Time next = absl::Now() + options_.orphan_sweep_period;
+      const absl::Time next =
+          absl::Now() + std::max(options_.orphan_sweep_period, absl::Seconds(1));
       while (!stop_ && absl::Now() < next) cv_.WaitWithDeadline(&mu_, next);
       if (stop_) return;
     }
     if (!IsController() || !LeaseValid()) continue;
+    // Never without a minimum age here: other servers create tables, and
+    // Sweep takes records of older builds (which no intent fences) only
+    // without one.
     absl::StatusOr<int> swept = catalog_->Sweep(
         [this](const meta::RangeMetadata& range) { return host_->DestroyRange(range); },
-        options_.orphan_min_age, [this] {
+        std::max(options_.orphan_min_age, absl::Seconds(1)), [this] {
           {
             absl::MutexLock l(&mu_);
             if (stop_) return false;
