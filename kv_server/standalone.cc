@@ -21,6 +21,7 @@
 #include "ledger/bookie/bookie_server.h"
 #include "ledger/ledger_client.h"
 #include "metadata/embedded_store.h"
+#include "wal/orphan_ledgers.h"
 
 namespace ledgerkv::kv {
 namespace {
@@ -172,6 +173,24 @@ absl::StatusOr<std::unique_ptr<Standalone>> Standalone::Start(StandaloneOptions 
   }
   const int serving = s->host_->OpenAll();
   absl::FPrintF(stderr, "ledgerkv: %d ranges serving\n", serving);
+  // Ledgers an open or roll created and never got into its log (a crash
+  // before the segment CAS), including those of the logs the sweep above
+  // deleted. After OpenAll: the opens raised every log's epoch past the
+  // orphans of the previous run, which can then go at once.
+  {
+    wal::LogOptions log_options;
+    log_options.client = s->client_.get();
+    log_options.metadata = s->store_.get();
+    log_options.cluster = kCluster;
+    absl::StatusOr<wal::OrphanLedgerSweep> ledgers = wal::DeleteOrphanLedgers(log_options);
+    if (!ledgers.ok()) {
+      absl::FPrintF(stderr, "ledgerkv: cleanup of orphan ledgers failed: %s\n",
+                    ledgers.status().ToString());
+    } else if (ledgers->deleted > 0) {
+      absl::FPrintF(stderr, "ledgerkv: deleted %d orphan ledgers\n", ledgers->deleted);
+    }
+  }
+
   RETURN_IF_ERROR(s->StartServer());
   return s;
 }

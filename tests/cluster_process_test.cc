@@ -756,6 +756,17 @@ TEST(ClusterTableProcessTest, TheControllerSweepsOldRangeRecordsNoTableReference
   ASSERT_TRUE(orphan_record(900004, 0).ok());
   const absl::Time young_written = absl::Now();
   ASSERT_TRUE(orphan_record(900002, absl::ToUnixMillis(young_written)).ok());
+  // A ledger a crashed open of the old orphan's log created before its
+  // segment CAS: the range sweep deletes that log, and the orphan ledger
+  // sweep after it then deletes this ledger.
+  meta::v1::LedgerMetadata stray;
+  stray.set_id(987654321);
+  (*stray.mutable_custom())["log"] = "range-900001";
+  (*stray.mutable_custom())["log_epoch"] = "1";
+  ASSERT_TRUE(cluster->store()
+                  .Put(cluster->keys().Ledger(987654321), stray.SerializeAsString(),
+                       metadata::kMustNotExist)
+                  .ok());
   // The intent of a create that crashed before its range records.
   ASSERT_TRUE(cluster->store()
                   .Put(cluster->keys().Creating(900003), "0", metadata::kMustNotExist)
@@ -775,6 +786,11 @@ TEST(ClusterTableProcessTest, TheControllerSweepsOldRangeRecordsNoTableReference
     absl::SleepFor(absl::Milliseconds(100));
   }
   EXPECT_TRUE(absl::IsNotFound(cluster->store().Get(cluster->keys().Creating(900003)).status()));
+  while (absl::Now() < give_up && cluster->store().Get(cluster->keys().Ledger(987654321)).ok()) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(absl::IsNotFound(cluster->store().Get(cluster->keys().Ledger(987654321)).status()))
+      << "the controller did not delete an orphan ledger of a log that does not exist";
   EXPECT_TRUE(
       absl::IsNotFound(cluster->store().Get(cluster->keys().Log("range-900001")).status()));
   while (absl::Now() < give_up && cluster->store().Get(cluster->keys().Range(900002)).ok()) {

@@ -220,7 +220,16 @@ absl::StatusOr<std::unique_ptr<LogWriter>> LogWriter::Open(const LogOptions& opt
       return give_up(absl::AbortedError(absl::StrCat("log ", name, " changed during open: ",
                                                      DescribeLog(reread->metadata, name))));
     }
-    version = reread->version;
+    if (reread->version != version) {
+      // The same content under another version: the record was deleted
+      // (DeleteLog) and created again (another open) meanwhile. That is not
+      // the log whose epoch we raised: naming our ledger in it would name a
+      // ledger the orphan sweep may already be deleting, since the log it
+      // was made for is gone (docs/wal-format.md, "Orphan ledgers").
+      return give_up(absl::AbortedError(
+          absl::StrCat("log ", name, " was deleted and created again during open")));
+    }
+    // Unchanged (the attempt failed UNAVAILABLE without landing): again.
   }
   return std::unique_ptr<LogWriter>(
       new LogWriter(options, std::move(name), epoch, std::move(next), version, std::move(writer)));

@@ -9,6 +9,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
+#include "wal/orphan_ledgers.h"
 #include "wal/wal_test_util.h"
 
 namespace ledgerkv::wal {
@@ -151,6 +152,109 @@ TEST_F(LogRecoveryTest, AnInterruptedDeleteLeavesALogNobodyCanReopenAndARetryFin
   LKV_ASSIGN_OR_FAIL(auto fresh, LogWriter::Open(options_, "log-cut"));
   EXPECT_EQ(fresh->first_seqno(), 1u);
   LKV_ASSERT_OK(fresh->Close());
+}
+
+// docs/wal-format.md, "Orphan ledgers": a ledger an open or roll created
+// and never got into its log (a crash before the segment CAS) is deleted
+// once no CAS can add it any more (the log's epoch moved past it, or the
+// log is gone), and not before; named ledgers, ledgers of other kinds and
+// truncated ledgers awaiting deletion are never touched.
+TEST_F(LogRecoveryTest, OrphanLedgersAreDeletedOnceTheirLogCanNoLongerNameThem) {
+  auto crashed_roll = [&](const std::string& log, uint64_t epoch) -> uint64_t {
+    ledger::CreateOptions create;
+    create.ensemble_size = 3;
+    create.write_quorum = 2;
+    create.ack_quorum = 2;
+    create.custom = {{"log", log}, {"log_epoch", absl::StrCat(epoch)}};
+    auto w = options_.client->CreateLedger(create);
+    EXPECT_TRUE(w.ok()) << w.status();
+    return w.ok() ? (*w)->id() : 0;
+  };
+  auto exists = [&](uint64_t id) { return options_.client->GetLedgerMetadata(id).ok(); };
+
+  LKV_ASSIGN_OR_FAIL(auto a, LogWriter::Open(options_, "log-orphans"));  // epoch 1
+  for (auto& r : AppendAll(*a, "a", 5)) LKV_ASSERT_OK(r);
+  const uint64_t orphan = crashed_roll("log-orphans", 1);
+  const uint64_t of_deleted_log = crashed_roll("log-never-kept", 1);
+  ledger::CreateOptions plain;
+  plain.ensemble_size = 3;
+  plain.write_quorum = 2;
+  plain.ack_quorum = 2;
+  plain.custom = {{"purpose", "snapshot"}};
+  LKV_ASSIGN_OR_FAIL(auto other_kind, options_.client->CreateLedger(plain));
+
+  // The writer at epoch 1 may still be rolling into `orphan`: kept. The
+  // ledger of a log that does not exist goes.
+  LKV_ASSIGN_OR_FAIL(OrphanLedgerSweep first, DeleteOrphanLedgers(options_));
+  EXPECT_EQ(first.deleted, 1);
+  EXPECT_EQ(first.waiting, 1);
+  EXPECT_TRUE(exists(orphan));
+  EXPECT_FALSE(exists(of_deleted_log));
+
+  // A new owner (epoch 2): the epoch-1 writer can never add `orphan` now.
+  a.reset();
+  LKV_ASSIGN_OR_FAIL(auto b, LogWriter::Open(options_, "log-orphans"));
+  for (auto& r : AppendAll(*b, "b", 5)) LKV_ASSERT_OK(r);
+  LKV_ASSIGN_OR_FAIL(OrphanLedgerSweep second, DeleteOrphanLedgers(options_));
+  EXPECT_EQ(second.deleted, 1);
+  EXPECT_FALSE(exists(orphan));
+  EXPECT_TRUE(exists(other_kind->id()));
+  LKV_ASSIGN_OR_FAIL(meta::v1::LogMetadata log, GetLogMetadata(options_, "log-orphans"));
+  ASSERT_EQ(log.segments_size(), 2);
+  for (const auto& segment : log.segments()) EXPECT_TRUE(exists(segment.ledger_id()));
+  // Every record is still readable.
+  LKV_ASSERT_OK(b->Close());
+  LKV_ASSIGN_OR_FAIL(auto reader, LogReader::Open(options_, "log-orphans", 1));
+  int read = 0;
+  LKV_ASSERT_OK(reader->ReadThrough(10, [&](const LogRecord&) {
+    ++read;
+    return absl::OkStatus();
+  }));
+  EXPECT_EQ(read, 10);
+  EXPECT_EQ(second.waiting, 0);
+
+  // An orphan at the log's current epoch waits; once the log is deleted
+  // (DeleteLog: its named ledgers first, then the record) it goes too.
+  const uint64_t late = crashed_roll("log-orphans", log.epoch());
+  LKV_ASSIGN_OR_FAIL(OrphanLedgerSweep third, DeleteOrphanLedgers(options_));
+  EXPECT_EQ(third.deleted, 0);
+  EXPECT_EQ(third.waiting, 1);
+  LKV_ASSERT_OK(DeleteLog(options_, "log-orphans"));
+  LKV_ASSIGN_OR_FAIL(OrphanLedgerSweep fourth, DeleteOrphanLedgers(options_));
+  EXPECT_EQ(fourth.deleted, 1);
+  EXPECT_FALSE(exists(late));
+  EXPECT_TRUE(exists(other_kind->id()));
+}
+
+// An open whose log record is deleted and created again (DeleteLog, then
+// another open) between its epoch raise and its segment CAS gives up: the
+// record it would CAS into is not the log it raised the epoch of, and its
+// new ledger, tagged for the deleted log, is one the orphan sweep deletes.
+TEST_F(LogRecoveryTest, AnOpenWhoseLogIsDeletedAndCreatedAgainMidwayGivesUp) {
+  ledger::testing::FlakyStore store(cluster_->store());
+  LogOptions o = options_;
+  o.metadata = &store;
+  const std::string key = metadata::Keys(o.cluster).Log("log-again");
+  std::atomic<bool> armed{true};
+  store.after_put = [&](std::string_view k) {
+    // After the open's epoch raise created the record: the same content,
+    // deleted and written again.
+    if (k != key || !armed.exchange(false)) return;
+    auto got = cluster_->store()->Get(key);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(cluster_->store()->Delete(key, got->version).ok());
+    ASSERT_TRUE(cluster_->store()->Put(key, got->value, metadata::kMustNotExist).ok());
+  };
+  auto opened = LogWriter::Open(o, "log-again");
+  EXPECT_FALSE(armed.load()) << "the hook never ran: the test proves nothing";
+  EXPECT_TRUE(absl::IsAborted(opened.status())) << opened.status();
+  LKV_ASSIGN_OR_FAIL(auto log, GetLogMetadata(options_, "log-again"));
+  EXPECT_EQ(log.segments_size(), 0);
+  // A fresh open works.
+  store.after_put = nullptr;
+  LKV_ASSIGN_OR_FAIL(auto again, LogWriter::Open(options_, "log-again"));
+  LKV_ASSERT_OK(again->AppendAndWait("x"));
+  LKV_ASSERT_OK(again->Close());
 }
 
 TEST_F(LogRecoveryTest, WriterFencedMidStreamNeverAcksAgainAndLeavesNoDuplicateSeqnos) {

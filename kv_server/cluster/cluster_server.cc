@@ -24,6 +24,7 @@
 #include "kv_server/retry.h"
 #include "ledger/ledger_client.h"
 #include "metadata/open_store.h"
+#include "wal/orphan_ledgers.h"
 
 namespace ledgerkv::kv {
 namespace {
@@ -679,6 +680,19 @@ void ClusterServer::SweepLoop() {
                        swept.status().ToString()));
     } else if (*swept > 0) {
       Log(absl::StrCat("swept ", *swept, " range(s) no table references"));
+    }
+    // Ledgers an open or roll created and never got into its log (a crash
+    // before the segment CAS), including those of the logs just deleted.
+    if (!IsController() || !LeaseValid()) continue;
+    wal::LogOptions log_options;
+    log_options.client = client_.get();
+    log_options.metadata = store_.get();
+    log_options.cluster = options_.cluster;
+    absl::StatusOr<wal::OrphanLedgerSweep> ledgers = wal::DeleteOrphanLedgers(log_options);
+    if (!ledgers.ok()) {
+      Log(absl::StrCat("sweep of orphan ledgers failed: ", ledgers.status().ToString()));
+    } else if (ledgers->deleted > 0) {
+      Log(absl::StrCat("deleted ", ledgers->deleted, " orphan ledger(s) of logs"));
     }
   }
 }
