@@ -257,6 +257,26 @@ TEST_F(LogRecoveryTest, AnOpenWhoseLogIsDeletedAndCreatedAgainMidwayGivesUp) {
   LKV_ASSERT_OK(again->Close());
 }
 
+// A writer whose log record was deleted and created again at its epoch
+// (DeleteLog, then another open: both start from epoch 1) is fenced at its
+// next metadata change, even when the new record has the very content it
+// had: it never closes, rolls or truncates a log it does not own.
+TEST_F(LogRecoveryTest, AWriterWhoseLogWasDeletedAndCreatedAgainIsFenced) {
+  LKV_ASSIGN_OR_FAIL(auto a, LogWriter::Open(options_, "log-reborn"));
+  LKV_ASSERT_OK(a->AppendAndWait("a").status());
+  const std::string key = metadata::Keys(options_.cluster).Log("log-reborn");
+  auto got = cluster_->store()->Get(key);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(cluster_->store()->Delete(key, got->version).ok());
+  auto reborn = cluster_->store()->Put(key, got->value, metadata::kMustNotExist);
+  ASSERT_TRUE(reborn.ok()) << reborn.status();
+  absl::Status closed = a->Close();
+  EXPECT_TRUE(absl::IsFailedPrecondition(closed)) << closed;
+  auto after = cluster_->store()->Get(key);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->version, *reborn) << "the stale writer changed the new record";
+}
+
 TEST_F(LogRecoveryTest, WriterFencedMidStreamNeverAcksAgainAndLeavesNoDuplicateSeqnos) {
   LKV_ASSIGN_OR_FAIL(auto a, LogWriter::Open(options_, "log-busy"));
   absl::Mutex mu;

@@ -467,11 +467,13 @@ absl::Status LogWriter::UpdateMetadataLocked(const MetadataMutation& mutate,
       meta_version_ = reread->version;
       return absl::OkStatus();
     }
-    meta_ = std::move(reread->metadata);
-    meta_version_ = reread->version;
-    next = meta_;
-    ASSIGN_OR_RETURN(changed, mutate(next));
-    if (!changed) return absl::OkStatus();
+    if (reread->version == meta_version_) continue;  // not applied (UNAVAILABLE): again
+    // At our epoch nobody else writes the record (Open, RaiseEpoch and
+    // DeleteLog all raise the epoch). A different record at our epoch is
+    // one deleted (DeleteLog) and created again (another open, from epoch
+    // 1): not our log. Writing our change into it could close, roll or
+    // truncate a log another writer owns.
+    return LogFencedError(name_, reread->metadata.epoch());
   }
 }
 
