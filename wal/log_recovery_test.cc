@@ -277,6 +277,45 @@ TEST_F(LogRecoveryTest, AWriterWhoseLogWasDeletedAndCreatedAgainIsFenced) {
   EXPECT_EQ(after->version, *reborn) << "the stale writer changed the new record";
 }
 
+// A truncation that gave up on UNAVAILABLE while its write was still on
+// its way, and landed later: the record at the writer's epoch then differs
+// from what the writer knows, but it is the writer's own. Its next metadata
+// change recognises it and goes on (it must not take itself for fenced).
+TEST_F(LogRecoveryTest, AMetadataWriteThatLandedAfterItsCallGaveUpIsRecognisedAsOurs) {
+  ledger::testing::FlakyStore store(cluster_->store());
+  LogOptions o = options_;
+  o.metadata = &store;
+  o.roll_bytes = 4096;
+  o.metadata_retries = 3;
+  LKV_ASSIGN_OR_FAIL(auto w, LogWriter::Open(o, "log-late"));
+  uint64_t last = 0;
+  for (int wave = 0; wave < 50; ++wave) {
+    for (auto& r : AppendAll(*w, absl::StrCat("w", wave), 20, 256)) {
+      LKV_ASSERT_OK(r);
+      last = std::max(last, *r);
+    }
+    LKV_ASSIGN_OR_FAIL(auto log, GetLogMetadata(options_, "log-late"));
+    if (log.segments_size() >= 3) break;
+  }
+  LKV_ASSIGN_OR_FAIL(auto before, GetLogMetadata(options_, "log-late"));
+  ASSERT_GE(before.segments_size(), 3) << "the writer never rolled twice";
+  // Every attempt of the truncation's CAS is held back, UNAVAILABLE.
+  store.defer_puts = o.metadata_retries;
+  absl::Status truncated = w->Truncate(before.segments(1).first_seqno());
+  EXPECT_TRUE(absl::IsUnavailable(truncated)) << truncated;
+  store.defer_puts = 0;
+  // ...then the first lands (the others expected the same version: refused).
+  store.ApplyDeferredPuts();
+  LKV_ASSIGN_OR_FAIL(auto landed, GetLogMetadata(options_, "log-late"));
+  ASSERT_EQ(landed.segments_size(), before.segments_size() - 1) << "the late write did not land";
+  // The writer still works, and its close keeps what the late write did.
+  LKV_ASSERT_OK(w->AppendAndWait("after").status());
+  LKV_ASSERT_OK(w->Close());
+  LKV_ASSIGN_OR_FAIL(auto closed, GetLogMetadata(options_, "log-late"));
+  EXPECT_EQ(closed.segments(0).first_seqno(), before.segments(1).first_seqno());
+  EXPECT_EQ(closed.segments(closed.segments_size() - 1).state(), meta::v1::LogSegment::CLOSED);
+}
+
 TEST_F(LogRecoveryTest, WriterFencedMidStreamNeverAcksAgainAndLeavesNoDuplicateSeqnos) {
   LKV_ASSIGN_OR_FAIL(auto a, LogWriter::Open(options_, "log-busy"));
   absl::Mutex mu;

@@ -434,20 +434,30 @@ absl::Status LogWriter::UpdateMetadataLocked(const MetadataMutation& mutate,
   meta::v1::LogMetadata next = meta_;
   ASSIGN_OR_RETURN(bool changed, mutate(next));
   if (!changed) return absl::OkStatus();
+  // A failure after an attempt whose outcome is unknown (UNAVAILABLE: the
+  // write may still land) leaves `next` among the unsettled writes, which a
+  // later call recognises as our own (below).
+  bool sent_unknown = false;
+  auto fail = [&](absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(meta_mu_) {
+    if (sent_unknown) unsettled_.push_back(next);
+    return status;
+  };
   absl::Duration backoff = absl::Milliseconds(20);
   for (int attempt = 1;; ++attempt) {
     auto stored = StoreLog(*options_.metadata, key_, next, meta_version_);
     if (stored.ok()) {
       meta_ = std::move(next);
       meta_version_ = *stored;
+      unsettled_.clear();  // whatever landed before, this CAS was on top of it
       return absl::OkStatus();
     }
     const bool transient = absl::IsUnavailable(stored.status());
+    sent_unknown |= transient;
     if (transient && unknown_outcome != nullptr) *unknown_outcome = true;
-    if (!transient && !absl::IsAborted(stored.status())) return stored.status();
+    if (!transient && !absl::IsAborted(stored.status())) return fail(stored.status());
     if (attempt >= options_.metadata_retries) {
-      return absl::UnavailableError(absl::StrCat("log ", name_, ": cannot update metadata: ",
-                                                 stored.status().message()));
+      return fail(absl::UnavailableError(absl::StrCat("log ", name_, ": cannot update metadata: ",
+                                                      stored.status().message())));
     }
     if (transient) {
       absl::SleepFor(backoff);
@@ -459,21 +469,36 @@ absl::Status LogWriter::UpdateMetadataLocked(const MetadataMutation& mutate,
     auto reread = LoadLog(*options_.metadata, key_, name_, /*include_deleting=*/true);
     if (!reread.ok()) {
       if (absl::IsUnavailable(reread.status())) continue;
-      return reread.status();
+      return fail(reread.status());
     }
     if (reread->metadata.epoch() != epoch_) return LogFencedError(name_, reread->metadata.epoch());
     if (google::protobuf::util::MessageDifferencer::Equals(reread->metadata, next)) {
       meta_ = std::move(next);  // our write landed; its reply was lost
       meta_version_ = reread->version;
+      unsettled_.clear();
       return absl::OkStatus();
     }
     if (reread->version == meta_version_) continue;  // not applied (UNAVAILABLE): again
     // At our epoch nobody else writes the record (Open, RaiseEpoch and
-    // DeleteLog all raise the epoch). A different record at our epoch is
-    // one deleted (DeleteLog) and created again (another open, from epoch
-    // 1): not our log. Writing our change into it could close, roll or
-    // truncate a log another writer owns.
-    return LogFencedError(name_, reread->metadata.epoch());
+    // DeleteLog all raise the epoch), so it is either a write of an earlier
+    // call of ours that failed without knowing whether it landed (and then
+    // did): redo our change on top of it; or a record deleted (DeleteLog)
+    // and created again (another open, from epoch 1): not our log. Writing
+    // our change into that could close, roll or truncate a log another
+    // writer owns.
+    bool ours = false;
+    for (const meta::v1::LogMetadata& w : unsettled_) {
+      ours |= google::protobuf::util::MessageDifferencer::Equals(reread->metadata, w);
+    }
+    if (!ours) return LogFencedError(name_, reread->metadata.epoch());
+    meta_ = std::move(reread->metadata);
+    meta_version_ = reread->version;
+    unsettled_.clear();
+    // This call's attempts expected the version before it: none can land.
+    sent_unknown = false;
+    next = meta_;
+    ASSIGN_OR_RETURN(changed, mutate(next));
+    if (!changed) return absl::OkStatus();
   }
 }
 

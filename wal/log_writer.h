@@ -209,6 +209,11 @@ class LogWriter {
   mutable absl::Mutex meta_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   meta::v1::LogMetadata meta_ ABSL_GUARDED_BY(meta_mu_);
   metadata::Version meta_version_ ABSL_GUARDED_BY(meta_mu_);
+  // Metadata this writer tried to store without learning whether it landed
+  // (UpdateMetadataLocked gave up on UNAVAILABLE), since its last settled
+  // write: the only records at its epoch that are its own without being
+  // meta_ (docs/wal-format.md, "A CAS that lost at the writer's own epoch").
+  std::vector<meta::v1::LogMetadata> unsettled_ ABSL_GUARDED_BY(meta_mu_);
 
   mutable absl::Mutex mu_;
   // The current ledger; replaced by Roll. Batches are sent to it only.
