@@ -265,7 +265,7 @@ absl::StatusOr<int> TableCatalog::Sweep(const RangeCleanup& cleanup, absl::Durat
     meta::RangeMetadata range;
   };
   std::vector<Orphan> orphans;
-  std::vector<metadata::KeyValue> stale_intents;
+  std::vector<uint64_t> stale_intents;  // table ids; their versions in intent_versions
   // Versions as listed (kMustNotExist: absent), the fence of every claim.
   absl::flat_hash_map<std::string, metadata::Version> table_versions;
   absl::flat_hash_map<uint64_t, metadata::Version> intent_versions;
@@ -298,19 +298,25 @@ absl::StatusOr<int> TableCatalog::Sweep(const RangeCleanup& cleanup, absl::Durat
     auto young = [&](int64_t created_ms) {
       return min_age > absl::ZeroDuration() && created_ms > young_after;
     };
-    for (metadata::KeyValue& kv : intents) {
-      // Only keys exactly of the form Creating(id): another cluster's keys
-      // may share the prefix (a cluster named "x/creating").
+    // The id a key of the form prefix + 020 id names; nullopt for any other
+    // key: another cluster's keys may share the prefix (one named
+    // "x/ranges" or "x/creating"), and their values are none of ours.
+    auto id_of = [](const std::string& key, const std::string& prefix,
+                    const std::function<std::string(uint64_t)>& key_of) -> std::optional<uint64_t> {
       uint64_t id = 0;
+      if (!absl::SimpleAtoi(key.substr(prefix.size()), &id) || key != key_of(id)) return std::nullopt;
+      return id;
+    };
+    for (const metadata::KeyValue& kv : intents) {
+      const std::optional<uint64_t> parsed =
+          id_of(kv.key, keys_.CreatingPrefix(), [&](uint64_t id) { return keys_.Creating(id); });
+      if (!parsed.has_value()) continue;
+      const uint64_t id = *parsed;
       int64_t created_ms = 0;
-      if (!absl::SimpleAtoi(kv.key.substr(keys_.CreatingPrefix().size()), &id) ||
-          kv.key != keys_.Creating(id)) {
-        continue;
-      }
       intent_versions[id] = kv.version;
       if (table_ids.contains(id)) continue;  // committed (the commit deletes it; defensive)
       if (absl::SimpleAtoi(kv.value, &created_ms) && young(created_ms)) continue;
-      stale_intents.push_back(std::move(kv));
+      stale_intents.push_back(id);
     }
     {
       // Tables this catalog still has cached count too: a table dropped
@@ -325,13 +331,11 @@ absl::StatusOr<int> TableCatalog::Sweep(const RangeCleanup& cleanup, absl::Durat
       }
     }
     for (metadata::KeyValue& kv : records) {
-      // The key's form first: another cluster's keys may share the prefix
-      // (a cluster named "x/ranges"), and their values are none of ours.
-      uint64_t id = 0;
-      if (!absl::SimpleAtoi(kv.key.substr(keys_.RangesPrefix().size()), &id) ||
-          kv.key != keys_.Range(id)) {
-        continue;
-      }
+      // The key's form first, before its value is parsed.
+      const std::optional<uint64_t> parsed =
+          id_of(kv.key, keys_.RangesPrefix(), [&](uint64_t id) { return keys_.Range(id); });
+      if (!parsed.has_value()) continue;
+      const uint64_t id = *parsed;
       meta::RangeMetadata range;
       if (!range.ParseFromString(kv.value) || range.range_id() != id) {
         if (first.ok()) {
@@ -414,12 +418,11 @@ absl::StatusOr<int> TableCatalog::Sweep(const RangeCleanup& cleanup, absl::Durat
   }
   // Intents of creates that crashed (or stalled past the grace period)
   // before writing any range record, or whose records were claimed above.
-  for (const metadata::KeyValue& kv : stale_intents) {
+  for (uint64_t id : stale_intents) {
     if (still_allowed && !still_allowed()) break;
-    uint64_t id = 0;
-    static_cast<void>(absl::SimpleAtoi(kv.key.substr(keys_.CreatingPrefix().size()), &id));
-    if (intent_versions[id] == metadata::kMustNotExist) continue;  // deleted by a claim
-    absl::Status s = store_->Delete(kv.key, kv.version);
+    const metadata::Version version = intent_versions.at(id);
+    if (version == metadata::kMustNotExist) continue;  // deleted by a claim
+    absl::Status s = store_->Delete(keys_.Creating(id), version);
     if (!s.ok() && !absl::IsNotFound(s) && !absl::IsAborted(s)) note(s);
   }
   if (!first.ok()) return first;
