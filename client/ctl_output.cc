@@ -193,7 +193,8 @@ std::string FormatBookieInfo(const bookie::v1::GetInfoResponse& r, OutputFormat 
     }
     absl::StrAppend(&out, "ledgers: ", r.ledger_count(), "\njournal_bytes: ", r.journal_bytes(),
                     "\nentries_added: ", r.entries_added(), "\nsyncs: ", r.syncs(),
-                    "\nread_requests: ", r.read_requests(), "\n");
+                    "\nread_requests: ", r.read_requests(), "\nadd_port: ", r.add_port(),
+                    "\nadd_port_requests: ", r.add_port_requests(), "\n");
     return out;
   }
   return absl::StrCat("{\"bookie_id\":", JsonQuote(r.bookie_id()),
@@ -201,7 +202,8 @@ std::string FormatBookieInfo(const bookie::v1::GetInfoResponse& r, OutputFormat 
                       "\",\"read_only_reason\":", JsonQuote(r.read_only_reason()),
                       ",\"ledgers\":", r.ledger_count(), ",\"journal_bytes\":", r.journal_bytes(),
                       ",\"entries_added\":", r.entries_added(), ",\"syncs\":", r.syncs(),
-                      ",\"read_requests\":", r.read_requests(), "}\n");
+                      ",\"read_requests\":", r.read_requests(), ",\"add_port\":", r.add_port(),
+                      ",\"add_port_requests\":", r.add_port_requests(), "}\n");
 }
 
 }  // namespace ledgerkv::client

@@ -1,5 +1,6 @@
 // The `ledgerkv` binary: one executable, one subcommand per process role.
-//   ledgerkv bookie --data-dir DIR --listen HOST:PORT [--bookie-id ID] [--no-sync]
+//   ledgerkv bookie --data-dir DIR --listen HOST:PORT [--add-listen HOST:PORT|off]
+//       [--bookie-id ID] [--no-sync]
 //                   [--metadata etcd://HOST:PORT[,HOST:PORT...] | embedded:///DIR] [--cluster NAME]
 //   ledgerkv standalone --data-dir DIR --listen HOST:PORT [--bookies N]
 //       [--snapshot-log-mb M] [--snapshot-interval-s S] [--no-sync]
@@ -49,12 +50,15 @@ constexpr int kExitUsage = 2;
 constexpr char kUsage[] =
     "usage: ledgerkv <command> [flags]\n"
     "commands:\n"
-    "  bookie --data-dir DIR --listen HOST:PORT [--bookie-id ID] [--no-sync]\n"
+    "  bookie --data-dir DIR --listen HOST:PORT [--add-listen HOST:PORT|off]\n"
+    "         [--bookie-id ID] [--no-sync]\n"
     "         [--metadata etcd://HOST:PORT[,HOST:PORT...]] [--cluster NAME]\n"
     "      run a bookie (ledger storage node). --no-sync skips fdatasync on adds:\n"
     "      acknowledged entries can be lost on power failure (off by default).\n"
     "      with --metadata the bookie registers itself (ephemeral), checks its cookie\n"
-    "      and reclaims the space of deleted ledgers.\n"
+    "      and reclaims the space of deleted ledgers. --add-listen: the add port\n"
+    "      (plain TCP frames for Add, docs/add-transport.md; default: the --listen\n"
+    "      host, a free port; off: clients add over gRPC).\n"
     "  standalone --data-dir DIR --listen HOST:PORT [--bookies N] [--snapshot-log-mb M]\n"
     "             [--snapshot-interval-s S] [--no-sync]\n"
     "      run the whole KV store in one process: metadata in DIR/metadata, N in-process\n"
@@ -174,6 +178,7 @@ int RunBookie(const std::vector<std::string>& args) {
   std::optional<int> exit = ParseFlags(
       "bookie", args,
       {StringFlag("--data-dir", &options.data_dir), StringFlag("--listen", &options.listen),
+       StringFlag("--add-listen", &options.add_listen),
        StringFlag("--bookie-id", &options.bookie_id), StringFlag("--metadata", &metadata_uri),
        StringFlag("--cluster", &options.cluster),
        SwitchFlag("--no-sync", [&] { options.sync = false; })});

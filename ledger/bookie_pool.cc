@@ -11,11 +11,14 @@
 namespace ledgerkv::ledger {
 
 BookiePool::BookiePool(metadata::MetadataStore* store, metadata::Keys keys,
-                       LocalChannelFactory local_channel, LocalAddFactory local_add)
+                       LocalChannelFactory local_channel, LocalAddFactory local_add,
+                       bool use_add_port, absl::Duration connect_timeout)
     : store_(store),
       keys_(std::move(keys)),
       local_channel_(std::move(local_channel)),
-      local_add_(std::move(local_add)) {}
+      local_add_(std::move(local_add)),
+      use_add_port_(use_add_port),
+      connect_timeout_(connect_timeout) {}
 
 std::shared_ptr<BookieConn> BookiePool::ForAddress(const std::string& address) {
   absl::MutexLock l(&mu_);
@@ -45,6 +48,9 @@ std::shared_ptr<BookieConn> BookiePool::ForAddress(const std::string& address) {
     if (conn->channel != nullptr && local_add_) conn->local_add = local_add_(address);
     if (conn->channel == nullptr) {
       conn->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+      if (use_add_port_) {
+        conn->add_channel = std::make_unique<AddChannel>(address, conn->channel, connect_timeout_);
+      }
     }
     conn->stub = bookie::v1::Bookie::NewStub(conn->channel);
   }

@@ -14,7 +14,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/channel.h"
+#include "ledger/add_channel.h"
 #include "ledger/options.h"
 #include "metadata/metadata_store.h"
 #include "proto/bookie.grpc.pb.h"
@@ -31,14 +33,20 @@ struct BookieConn {
   // Set for a bookie of this process (ClientOptions::local_add): writers
   // add through it instead of the stub.
   LocalAddFn local_add;
+  // Set for a TCP bookie when ClientOptions::use_add_port: writers add
+  // through the bookie's add port (docs/add-transport.md) instead of the stub.
+  std::unique_ptr<AddChannel> add_channel;
 };
 
 class BookiePool {
  public:
   // REQUIRES: store outlives the pool. `local_channel` (may be empty) is
   // ClientOptions::local_channel: consulted before creating a TCP channel.
+  // `use_add_port`: TCP connections add through the bookie's add port,
+  // each (re)connect bounded by `connect_timeout`.
   BookiePool(metadata::MetadataStore* store, metadata::Keys keys,
-             LocalChannelFactory local_channel = nullptr, LocalAddFactory local_add = nullptr);
+             LocalChannelFactory local_channel = nullptr, LocalAddFactory local_add = nullptr,
+             bool use_add_port = true, absl::Duration connect_timeout = absl::Seconds(5));
 
   BookiePool(const BookiePool&) = delete;
   BookiePool& operator=(const BookiePool&) = delete;
@@ -67,6 +75,8 @@ class BookiePool {
   const metadata::Keys keys_;
   const LocalChannelFactory local_channel_;
   const LocalAddFactory local_add_;
+  const bool use_add_port_;
+  const absl::Duration connect_timeout_;
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<BookieConn>> by_address_ ABSL_GUARDED_BY(mu_);

@@ -6,6 +6,7 @@
 // Internal to ledger/.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,7 +27,8 @@ struct ClientCore {
       : options(std::move(opts)),
         store(options.metadata),
         keys(options.cluster),
-        pool(options.metadata, keys, options.local_channel, options.local_add),
+        pool(options.metadata, keys, options.local_channel, options.local_add,
+             options.use_add_port, std::min(options.rpc_timeout, absl::Seconds(2))),
         placement(options.metadata, keys) {}
 
   const ClientOptions options;

@@ -62,6 +62,8 @@ class TestCluster {
   struct Options {
     int bookies = 3;
     bool sync = true;
+    // BookieOptions::add_listen of every bookie ("off": no add port).
+    std::string add_listen;
   };
 
   // Opens the metadata store and starts `options.bookies` bookies.
@@ -89,6 +91,7 @@ class TestCluster {
     bookie::BookieOptions bo;
     bo.data_dir = b.data_dir;
     bo.sync = options_.sync;
+    bo.add_listen = options_.add_listen;
     bo.metadata = store_.get();
     ASSIGN_OR_RETURN(b.server, bookie::BookieServer::Start(bo));
     b.address = b.server->address();
@@ -120,6 +123,7 @@ class TestCluster {
     bo.listen = b.address;
     bo.bookie_id = b.id;
     bo.sync = options_.sync;
+    bo.add_listen = options_.add_listen;
     bo.metadata = store_.get();
     absl::Status last;
     // The port may linger briefly after the previous server let go of it.
@@ -144,6 +148,7 @@ class TestCluster {
     bo.listen = "127.0.0.1:0";
     bo.bookie_id = b.id;
     bo.sync = options_.sync;
+    bo.add_listen = options_.add_listen;
     bo.metadata = store_.get();
     ASSIGN_OR_RETURN(b.server, bookie::BookieServer::Start(bo));
     b.address = b.server->address();

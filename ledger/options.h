@@ -68,6 +68,11 @@ struct ClientOptions {
   // and metadata reads of a writer's ensemble change. Between attempts the
   // client waits 50 ms, doubling up to 1 s (about 3.5 s over 8 attempts).
   int metadata_retries = 8;
+  // Writers send Add requests over each bookie's add port (plain TCP
+  // frames, docs/add-transport.md) rather than the Add RPC: the same
+  // request and reply without gRPC's per-call cost. Bookies without an add
+  // port get the RPC. Everything else always uses gRPC.
+  bool use_add_port = true;
   // Optional: channels to bookies that live in this process (`ledgerkv
   // standalone`), by the address the bookie registered. The client asks it
   // once per address, with the channel arguments it would use over TCP

@@ -78,7 +78,14 @@ void WriterState::CancelAndDrainCalls() {
   // Without mu_: gRPC may run the callback (OnAddDone locks mu_) inline from
   // TryCancel. A call not started yet is cancelled as soon as it starts, and
   // cancelling a finished call is a no-op. `live` keeps the contexts valid.
-  for (const auto& call : live) call->ctx.TryCancel();
+  for (const auto& call : live) {
+    if (call->conn->add_channel) {
+      // 0: not sent yet; it ends by its deadline at the latest.
+      if (const uint64_t id = call->add_id.load(); id != 0) call->conn->add_channel->Cancel(id);
+    } else {
+      call->ctx.TryCancel();
+    }
+  }
   for (const auto& call : live_lac) call->ctx.TryCancel();
   live.clear();
   live_lac.clear();
@@ -193,6 +200,16 @@ void WriterState::SendAll(std::vector<AddCall*> calls) {
       // fails nothing else either; Shutdown waits for the answer).
       call->conn->local_add(call->request, &call->response,
                             [this, call](const grpc::Status& status) { OnAddDone(call, status); });
+      continue;
+    }
+    if (call->conn->add_channel) {
+      // The bookie's add port (docs/add-transport.md). The id is stored
+      // first: `call` may be gone once Add returns.
+      AddChannel& channel = *call->conn->add_channel;
+      const uint64_t id = channel.NewCallId();
+      call->add_id.store(id);
+      channel.Add(id, call->request, &call->response, deadline,
+                  [this, call](const grpc::Status& status) { OnAddDone(call, status); });
       continue;
     }
     call->ctx.set_deadline(absl::ToChronoTime(deadline));

@@ -27,6 +27,7 @@
 //                                  must not call the writer.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -110,6 +111,9 @@ class WriterState {
     void Include(std::shared_ptr<PendingAdd> add);
 
     grpc::ClientContext ctx;
+    // The AddChannel call id when sent through conn->add_channel (set
+    // before the send, so that a cancel can name it).
+    std::atomic<uint64_t> add_id{0};
     bookie::v1::AddRequest request;
     bookie::v1::AddResponse response;
     std::vector<std::shared_ptr<PendingAdd>> adds;  // in request order

@@ -13,6 +13,7 @@
 #include "base/file.h"
 #include "base/status_macros.h"
 #include "grpcpp/grpcpp.h"
+#include "ledger/bookie/add_server.h"
 #include "ledger/bookie/bookie_service.h"
 #include "ledger/bookie/bookie_storage.h"
 #include "proto/metadata.pb.h"
@@ -88,6 +89,24 @@ absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions 
                              port);
   s->bookie_id_ = s->options_.bookie_id.empty() ? s->address_ : s->options_.bookie_id;
   s->service_->set_bookie_id(s->bookie_id_);
+  if (s->options_.add_listen != "off") {
+    const std::string add_listen =
+        s->options_.add_listen.empty()
+            ? absl::StrCat(colon == std::string::npos ? listen : listen.substr(0, colon), ":0")
+            : s->options_.add_listen;
+    // Before StartServing: until then its adds are answered UNAVAILABLE, as
+    // the RPCs are.
+    // The service outlives the add server's threads (Shutdown joins them
+    // before it resets the service).
+    LocalAddFunction add = [local = s->LocalAdd(), service = s->service_.get()](
+                               const v1::AddRequest& request, v1::AddResponse* response,
+                               std::function<void(const grpc::Status&)> done) {
+      service->CountAddPortRequest();
+      local(request, response, std::move(done));
+    };
+    ASSIGN_OR_RETURN(s->add_server_, AddServer::Start(add_listen, std::move(add), s->bookie_id_));
+    s->service_->set_add_port(s->add_server_->port());
+  }
 
   if (s->options_.metadata != nullptr) {
     RETURN_IF_ERROR(s->CheckCookie());
@@ -302,6 +321,8 @@ absl::Status BookieServer::RunGcOnce() {
   return absl::OkStatus();
 }
 
+int BookieServer::add_port() const { return add_server_ == nullptr ? 0 : add_server_->port(); }
+
 bool BookieServer::read_only() const {
   absl::MutexLock l(&mu_);
   return shutdown_ ? read_only_at_shutdown_ : storage_->read_only();
@@ -331,6 +352,13 @@ void BookieServer::Shutdown() {
     if (!s.ok() && !absl::IsNotFound(s)) {
       absl::FPrintF(stderr, "bookie %s: deregistration failed: %s\n", bookie_id_, s.ToString());
     }
+  }
+  // No new adds from the add port: its connections close (clients see the
+  // bookie gone) and its threads are joined; replies of adds it handed over
+  // are dropped.
+  if (add_server_ != nullptr) {
+    service_->set_add_port(0);  // a client reconnecting now falls back to the RPC
+    add_server_->Shutdown();
   }
   // No new local adds; those inside the service finish handing over (they
   // never block), and the storage's close answers them.

@@ -31,6 +31,7 @@ class Status;
 
 namespace ledgerkv::bookie {
 
+class AddServer;
 class BookieStorage;
 class BookieServiceImpl;
 namespace v1 {
@@ -49,6 +50,10 @@ struct BookieOptions {
   std::string data_dir;
   // host:port to listen on; port 0 picks a free one (see address()).
   std::string listen = "127.0.0.1:0";
+  // The add port (docs/add-transport.md): host:port for Add requests over
+  // plain TCP frames, which clients prefer to the Add RPC. Empty: the host
+  // of `listen`, a free port. "off": none (clients use the Add RPC).
+  std::string add_listen;
   // Default: the bound address.
   std::string bookie_id;
   // false: relaxed mode without fdatasync on adds (see docs/bookie-format.md).
@@ -82,6 +87,8 @@ class BookieServer {
   const std::string& address() const { return address_; }
   const std::string& bookie_id() const { return bookie_id_; }
   const std::string& instance_id() const { return instance_id_; }
+  // The bound add port, 0 without one.
+  int add_port() const;
 
   // A channel to this bookie's service that stays inside the process (gRPC's
   // in-process transport: no socket, no HTTP/2 framing), for a client in the
@@ -130,6 +137,7 @@ class BookieServer {
   std::unique_ptr<BookieStorage> storage_;
   std::unique_ptr<BookieServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<AddServer> add_server_;
   // Lets LocalAdd functions outlive the service safely: Shutdown clears
   // `service` and waits until no call is inside it.
   struct LocalAddGate {

@@ -42,6 +42,11 @@ class BookieServiceImpl final : public v1::Bookie::CallbackService {
   // The id used in GetInfo and as the fault-point argument. Set once the
   // listening address is known.
   void set_bookie_id(std::string id);
+  // The add port GetInfo reports (docs/add-transport.md). Set before
+  // StartServing.
+  void set_add_port(int port) { add_port_.store(port, std::memory_order_relaxed); }
+  // Counts one request of the add port (GetInfo.add_port_requests).
+  void CountAddPortRequest() { add_port_requests_.fetch_add(1, std::memory_order_relaxed); }
 
   // Until this is called every RPC is answered UNAVAILABLE: the server
   // listens before the bookie's identity (cookie) is verified, because the
@@ -92,6 +97,8 @@ class BookieServiceImpl final : public v1::Bookie::CallbackService {
   ThreadPool read_pool_;
 
   std::atomic<bool> serving_{false};
+  std::atomic<int> add_port_{0};
+  std::atomic<uint64_t> add_port_requests_{0};
   // Read RPCs admitted (GetInfo.read_requests).
   std::atomic<uint64_t> read_requests_{0};
   mutable absl::Mutex mu_;

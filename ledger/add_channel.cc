@@ -1,0 +1,342 @@
+#include "ledger/add_channel.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/add_protocol.h"
+#include "base/frame_conn.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "proto/bookie.grpc.pb.h"
+
+namespace ledgerkv::ledger {
+namespace {
+
+constexpr absl::Duration kFirstBackoff = absl::Milliseconds(100);
+constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
+// How often the thread wakes to enforce deadlines when nothing arrives.
+constexpr absl::Duration kTick = absl::Milliseconds(100);
+// How long adds go over the RPC after the bookie had no add port, or its
+// add port could not be reached, before the channel asks again.
+constexpr absl::Duration kRpcModeFor = absl::Seconds(30);
+
+}  // namespace
+
+struct AddChannel::Stub {
+  explicit Stub(std::shared_ptr<grpc::Channel> channel)
+      : stub(bookie::v1::Bookie::NewStub(std::move(channel))) {}
+  std::unique_ptr<bookie::v1::Bookie::Stub> stub;
+};
+
+struct AddChannel::RpcCall {
+  grpc::ClientContext ctx;
+};
+
+AddChannel::AddChannel(std::string address, std::shared_ptr<grpc::Channel> channel,
+                       absl::Duration connect_timeout)
+    : address_(std::move(address)),
+      stub_(std::make_unique<Stub>(std::move(channel))),
+      connect_timeout_(connect_timeout) {
+  int port = 0;
+  if (!SplitHostPort(address_, &host_, &port)) host_ = address_;
+  backoff_ = kFirstBackoff;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+AddChannel::~AddChannel() {
+  std::vector<std::shared_ptr<RpcCall>> rpcs;
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+    for (const auto& [id, call] : rpc_calls_) rpcs.push_back(call);
+    if (conn_ != nullptr) conn_->Wake();
+  }
+  for (const auto& call : rpcs) call->ctx.TryCancel();
+  thread_.join();
+  // The thread may have moved a backlog to the RPC meanwhile.
+  rpcs.clear();
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [id, call] : rpc_calls_) rpcs.push_back(call);
+  }
+  for (const auto& call : rpcs) call->ctx.TryCancel();
+  // Forwarded RPCs end by themselves (cancelled above); wait for them, as
+  // their callbacks touch this channel.
+  absl::MutexLock l(&mu_);
+  auto rpcs_done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return rpc_calls_.empty(); };
+  mu_.Await(absl::Condition(&rpcs_done));
+}
+
+uint64_t AddChannel::NewCallId() {
+  absl::MutexLock l(&mu_);
+  return ++next_id_;
+}
+
+void AddChannel::SendLocked(FrameConn* conn, uint64_t id, const bookie::v1::AddRequest& request) {
+  const size_t n = request.ByteSizeLong();
+  // A false return (the connection broke) is handled by the thread: it
+  // fails every pending call once it sees the break.
+  conn->Send(id, 0, n, [&](char* p) {
+    request.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(p));
+  });
+}
+
+void AddChannel::Add(uint64_t id, const bookie::v1::AddRequest& request,
+                     bookie::v1::AddResponse* response, absl::Time deadline, Done done) {
+  grpc::Status fail;
+  {
+    absl::MutexLock l(&mu_);
+    if (mode_ == Mode::kRpc && absl::Now() >= rpc_until_) mode_ = Mode::kUnknown;
+    if (cancelled_.erase(id) > 0) {
+      fail = grpc::Status(grpc::StatusCode::CANCELLED, "add cancelled");
+    } else if (stop_) {
+      fail = grpc::Status(grpc::StatusCode::CANCELLED, "the bookie connection is closing");
+    } else if (conn_ == nullptr && absl::Now() < retry_after_) {
+      // As a gRPC channel in TRANSIENT_FAILURE: fail fast, retry later.
+      fail = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          absl::StrCat("bookie ", address_, " add port unreachable: ",
+                                       last_error_.message()));
+    } else if (mode_ != Mode::kRpc) {
+      pending_.emplace(id, Pending{&request, response, deadline, std::move(done)});
+      if (conn_ != nullptr) {
+        SendLocked(conn_.get(), id, request);
+      } else {
+        backlog_.push_back(id);  // the thread's Await on mu_ sees it and connects
+      }
+      return;
+    }
+  }
+  if (!fail.ok()) {
+    done(fail);
+    return;
+  }
+  AddByRpc(id, request, response, deadline, std::move(done));
+}
+
+void AddChannel::AddByRpc(uint64_t id, const bookie::v1::AddRequest& request,
+                          bookie::v1::AddResponse* response, absl::Time deadline, Done done) {
+  auto call = std::make_shared<RpcCall>();
+  call->ctx.set_deadline(absl::ToChronoTime(deadline));
+  bool cancelled;
+  {
+    absl::MutexLock l(&mu_);
+    cancelled = cancelled_.erase(id) > 0 || stop_;
+    if (!cancelled) rpc_calls_.emplace(id, call);
+  }
+  if (cancelled) {
+    done(grpc::Status(grpc::StatusCode::CANCELLED, "add cancelled"));
+    return;
+  }
+  stub_->stub->async()->Add(
+      &call->ctx, &request, response, [this, id, done = std::move(done)](grpc::Status status) {
+        done(status);
+        absl::MutexLock l(&mu_);
+        rpc_calls_.erase(id);
+      });
+}
+
+void AddChannel::Cancel(uint64_t id) {
+  Done done;
+  std::shared_ptr<RpcCall> rpc;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = pending_.find(id);
+    if (it != pending_.end()) {
+      done = std::move(it->second.done);
+      pending_.erase(it);
+      // A backlogged id is skipped at connect (no longer pending).
+    } else if (auto r = rpc_calls_.find(id); r != rpc_calls_.end()) {
+      rpc = r->second;
+    } else if (id != 0 && id <= next_id_) {
+      // Handed out but not added yet (or between the backlog and the RPC,
+      // or already ended): Add and AddByRpc end it at once.
+      cancelled_.insert(id);
+    }
+  }
+  if (done) done(grpc::Status(grpc::StatusCode::CANCELLED, "add cancelled"));
+  if (rpc != nullptr) rpc->ctx.TryCancel();
+}
+
+void AddChannel::FailAllLocked(const grpc::Status& status,
+                               std::vector<std::pair<Done, grpc::Status>>* out) {
+  for (auto& [id, p] : pending_) out->emplace_back(std::move(p.done), status);
+  pending_.clear();
+  backlog_.clear();
+}
+
+absl::Status AddChannel::Connect(std::unique_ptr<FrameConn>* conn, Mode* mode) {
+  const absl::Time deadline = absl::Now() + connect_timeout_;
+  bookie::v1::GetInfoRequest req;
+  bookie::v1::GetInfoResponse info;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(deadline));
+  grpc::Status s = stub_->stub->GetInfo(&ctx, req, &info);
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat("GetInfo: ", s.error_message()));
+  }
+  if (info.add_port() == 0) {
+    *mode = Mode::kRpc;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::unique_ptr<FrameConn>> c =
+      FrameConn::Connect(host_, static_cast<int>(info.add_port()), deadline - absl::Now(),
+                         add_protocol::kMaxBodyBytes);
+  if (!c.ok()) {
+    // The bookie answers on gRPC but its add port cannot be reached (a
+    // firewall or a container publishing one port): use the RPC rather
+    // than fail a healthy bookie.
+    bool first = false;
+    {
+      absl::MutexLock l(&mu_);
+      first = !warned_;
+      warned_ = true;
+    }
+    if (first) {
+      absl::FPrintF(stderr,
+                    "ledger client: bookie %s: add port %d unreachable (%s); adding over gRPC "
+                    "instead, asking again every %d s\n",
+                    address_, info.add_port(), c.status().message(),
+                    absl::ToInt64Seconds(kRpcModeFor));
+    }
+    *mode = Mode::kRpc;
+    return absl::OkStatus();
+  }
+  const std::string_view hello = add_protocol::kHelloBody;
+  (*c)->Send(0, add_protocol::kHelloStatus, hello.size(),
+             [&](char* p) { std::memcpy(p, hello.data(), hello.size()); });
+  *conn = std::move(*c);
+  *mode = Mode::kAddPort;
+  return absl::OkStatus();
+}
+
+void AddChannel::Loop() {
+  std::vector<std::pair<Done, grpc::Status>> completions;
+  std::vector<FrameView> frames;
+  auto run = [&completions] {
+    for (auto& [done, status] : completions) done(status);
+    completions.clear();
+  };
+  mu_.Lock();
+  while (!stop_) {
+    if (conn_ == nullptr) {
+      auto wanted = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || !backlog_.empty();
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&wanted), kTick);
+      if (stop_ || backlog_.empty()) continue;
+      mu_.Unlock();
+      std::unique_ptr<FrameConn> fresh;
+      Mode mode = Mode::kUnknown;
+      const absl::Status s = Connect(&fresh, &mode);
+      mu_.Lock();
+      if (stop_) break;
+      if (!s.ok()) {
+        last_error_ = s;
+        retry_after_ = absl::Now() + backoff_;
+        backoff_ = std::min(backoff_ * 2, kMaxBackoff);
+        FailAllLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                   absl::StrCat("bookie ", address_, " add port unreachable: ",
+                                                s.message())),
+                      &completions);
+        mu_.Unlock();
+        run();
+        mu_.Lock();
+        continue;
+      }
+      backoff_ = kFirstBackoff;
+      mode_ = mode;
+      if (mode == Mode::kRpc) rpc_until_ = absl::Now() + kRpcModeFor;
+      std::vector<uint64_t> backlog;
+      backlog.swap(backlog_);
+      if (mode == Mode::kRpc) {
+        // No add port: the backlog goes over the Add RPC.
+        std::vector<std::pair<uint64_t, Pending>> moved;
+        for (uint64_t id : backlog) {
+          auto it = pending_.find(id);
+          if (it == pending_.end()) continue;  // cancelled meanwhile
+          moved.emplace_back(id, std::move(it->second));
+          pending_.erase(it);
+        }
+        mu_.Unlock();
+        for (auto& [id, p] : moved) {
+          AddByRpc(id, *p.request, p.response, p.deadline, std::move(p.done));
+        }
+        mu_.Lock();
+        continue;
+      }
+      conn_ = std::shared_ptr<FrameConn>(std::move(fresh));
+      for (uint64_t id : backlog) {
+        auto it = pending_.find(id);
+        if (it != pending_.end()) SendLocked(conn_.get(), id, *it->second.request);
+      }
+      continue;
+    }
+    std::shared_ptr<FrameConn> conn = conn_;
+    absl::Time next_deadline = absl::InfiniteFuture();
+    for (const auto& [id, p] : pending_) next_deadline = std::min(next_deadline, p.deadline);
+    mu_.Unlock();
+
+    frames.clear();
+    const absl::Duration wait = std::clamp(next_deadline - absl::Now(), absl::ZeroDuration(), kTick);
+    const absl::Status polled = conn->Poll(wait, /*read=*/true, &frames);
+    for (const FrameView& f : frames) {
+      Pending p;
+      {
+        absl::MutexLock l(&mu_);
+        auto it = pending_.find(f.id);
+        if (it == pending_.end()) continue;  // cancelled or timed out: a late reply
+        p = std::move(it->second);
+        pending_.erase(it);
+      }
+      grpc::Status status;
+      if (f.status > static_cast<uint32_t>(grpc::StatusCode::UNAUTHENTICATED)) {
+        status = grpc::Status(grpc::StatusCode::INTERNAL,
+                              absl::StrCat("bookie ", address_, " replied with status ", f.status));
+      } else if (f.status != 0) {
+        status = grpc::Status(static_cast<grpc::StatusCode>(f.status), std::string(f.body));
+      } else if (!p.response->ParseFromArray(f.body.data(), static_cast<int>(f.body.size()))) {
+        status = grpc::Status(grpc::StatusCode::INTERNAL,
+                              absl::StrCat("bookie ", address_, " sent an unparsable AddResponse"));
+      }
+      completions.emplace_back(std::move(p.done), std::move(status));
+    }
+
+    mu_.Lock();
+    if (!polled.ok()) {
+      if (conn_ == conn) conn_.reset();
+      conn->Close();
+      // Whatever was in flight may or may not have been stored.
+      FailAllLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                 absl::StrCat("connection to bookie ", address_,
+                                              " add port lost: ", polled.message())),
+                    &completions);
+    }
+    const absl::Time now = absl::Now();
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.deadline <= now) {
+        completions.emplace_back(std::move(it->second.done),
+                                 grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                              absl::StrCat("add to bookie ", address_,
+                                                           " timed out")));
+        pending_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    if (!completions.empty()) {
+      mu_.Unlock();
+      run();
+      mu_.Lock();
+    }
+  }
+  if (conn_ != nullptr) conn_->Close();
+  FailAllLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the bookie connection is closing"),
+                &completions);
+  mu_.Unlock();
+  run();
+}
+
+}  // namespace ledgerkv::ledger

@@ -1,0 +1,126 @@
+// AddChannel: a writer's Add requests to one bookie over the bookie's add
+// port (docs/add-transport.md) instead of the Add RPC: the same request,
+// the same reply and status, without gRPC's per-call cost, which on small
+// machines is several disk syncs per round trip (docs/performance.md).
+//
+// One per bookie and client (BookieConn::add_channel), shared by every
+// writer. It learns the add port from the bookie's GetInfo on every
+// (re)connect, so a bookie restarted on another add port is found again;
+// a bookie without one (an older build, or --add-listen off) gets the Add
+// RPC, through the same interface.
+//
+// Threads: one per channel, connecting, reading replies and enforcing
+// deadlines. Add, Cancel and NewCallId are thread-safe and never block.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace grpc {
+class Channel;
+class Status;
+}  // namespace grpc
+
+namespace ledgerkv {
+class FrameConn;
+}
+
+namespace ledgerkv::bookie::v1 {
+class AddRequest;
+class AddResponse;
+}  // namespace ledgerkv::bookie::v1
+
+namespace ledgerkv::ledger {
+
+class AddChannel {
+ public:
+  using Done = std::function<void(const grpc::Status&)>;
+
+  // `address`: the bookie's gRPC host:port (the add port is on its host).
+  // `channel` (to that address) answers GetInfo and, for a bookie without
+  // an add port, Add. `connect_timeout` bounds one (re)connect: GetInfo
+  // plus the TCP connect.
+  AddChannel(std::string address, std::shared_ptr<grpc::Channel> channel,
+             absl::Duration connect_timeout);
+  // Fails what is still pending (CANCELLED) and joins the thread.
+  ~AddChannel();
+  AddChannel(const AddChannel&) = delete;
+  AddChannel& operator=(const AddChannel&) = delete;
+
+  // An id for Add; unique in this channel, never 0.
+  uint64_t NewCallId();
+
+  // Sends `request` (kept alive by the caller until `done`) and fills
+  // `response` from the reply. `done` runs exactly once, on the channel's
+  // thread, a gRPC thread or inline: OK once `response` is filled; else
+  // UNAVAILABLE (no connection, or it broke: the request may or may not
+  // have been stored), DEADLINE_EXCEEDED past `deadline`, CANCELLED by
+  // Cancel, or the bookie's own error status.
+  void Add(uint64_t id, const bookie::v1::AddRequest& request, bookie::v1::AddResponse* response,
+           absl::Time deadline, Done done);
+
+  // Ends call `id` with CANCELLED if it is still pending (runs its `done`
+  // inline, so the caller must not hold locks `done` takes). A no-op for a
+  // call already ended or not yet added.
+  void Cancel(uint64_t id);
+
+ private:
+  struct Pending {
+    const bookie::v1::AddRequest* request = nullptr;
+    bookie::v1::AddResponse* response = nullptr;
+    absl::Time deadline;
+    Done done;
+  };
+  struct RpcCall;
+  struct Stub;
+  enum class Mode { kUnknown, kAddPort, kRpc };
+
+  void Loop();
+  // GetInfo, then a TCP connect to the add port. Sets *mode.
+  absl::Status Connect(std::unique_ptr<FrameConn>* conn, Mode* mode);
+  void SendLocked(FrameConn* conn, uint64_t id, const bookie::v1::AddRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddByRpc(uint64_t id, const bookie::v1::AddRequest& request,
+                bookie::v1::AddResponse* response, absl::Time deadline, Done done);
+  // Moves every pending call into `out` with `status`.
+  void FailAllLocked(const grpc::Status& status, std::vector<std::pair<Done, grpc::Status>>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string address_;
+  std::string host_;
+  const std::unique_ptr<Stub> stub_;
+  const absl::Duration connect_timeout_;
+
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  Mode mode_ ABSL_GUARDED_BY(mu_) = Mode::kUnknown;
+  std::shared_ptr<FrameConn> conn_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  // Ids of pending calls waiting for a connection, in Add order.
+  std::vector<uint64_t> backlog_ ABSL_GUARDED_BY(mu_);
+  // After a failed connect, Add fails at once until this time.
+  absl::Time retry_after_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
+  absl::Status last_error_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::shared_ptr<RpcCall>> rpc_calls_ ABSL_GUARDED_BY(mu_);
+  // Ids cancelled before they were added (see Cancel).
+  absl::flat_hash_set<uint64_t> cancelled_ ABSL_GUARDED_BY(mu_);
+  // In Mode::kRpc until this time.
+  absl::Time rpc_until_ ABSL_GUARDED_BY(mu_);
+  bool warned_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace ledgerkv::ledger

@@ -1,0 +1,274 @@
+// The bookie's add port (docs/add-transport.md), from the ledger client's
+// side, against real bookies: writers use it and every entry reads back; a
+// bookie without one still gets its adds (over the Add RPC); a bookie
+// restarted on another add port is found again; a lost reply fails its add
+// at the deadline and the writer replaces the bookie; a destroyed writer
+// cancels its adds at once; a peer speaking anything else is disconnected
+// and the bookie serves on.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "base/add_protocol.h"
+#include "base/fault_point.h"
+#include "base/frame_conn.h"
+#include "gtest/gtest.h"
+#include "ledger/ledger_test_util.h"
+
+namespace ledgerkv::ledger {
+namespace {
+
+using testing::AppendRange;
+using testing::BookieInfo;
+using testing::ExpectReadable;
+using testing::PayloadFor;
+using testing::Quorums;
+using testing::TestCluster;
+
+uint64_t AddPortRequests(TestCluster& cluster) {
+  uint64_t n = 0;
+  for (int i = 0; i < cluster.size(); ++i) n += BookieInfo(cluster.address(i)).add_port_requests();
+  return n;
+}
+
+// Appends first..last (window 16), expects each acknowledged with its own
+// id, closes, and reads everything back through a new reader.
+void WriteAndReadBack(LedgerClient& client, const CreateOptions& quorums, int64_t last) {
+  LKV_ASSIGN_OR_FAIL(auto writer, client.CreateLedger(quorums));
+  const auto results = AppendRange(*writer, 0, last, 16);
+  ASSERT_EQ(results.size(), static_cast<size_t>(last + 1));
+  for (const auto& r : results) ASSERT_TRUE(r.ok()) << r.status();
+  LKV_ASSERT_OK(writer->Close());
+  LKV_ASSIGN_OR_FAIL(auto reader, client.OpenLedger(writer->id(), OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, last);
+}
+
+TEST(AddPortTest, WritersAddThroughTheAddPortAndEveryEntryReadsBack) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  for (int i = 0; i < 3; ++i) EXPECT_NE(BookieInfo(cluster->address(i)).add_port(), 0u);
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  WriteAndReadBack(*client, Quorums(3, 2, 2), 299);
+  const uint64_t after_first = AddPortRequests(*cluster);
+  EXPECT_GT(after_first, 0u) << "the writer did not use the add port";
+
+  // A client told not to use it adds over the Add RPC.
+  ClientOptions options;
+  options.use_add_port = false;
+  options.rpc_timeout = absl::Seconds(2);
+  LKV_ASSIGN_OR_FAIL(auto rpc_client, cluster->NewClient(std::move(options)));
+  WriteAndReadBack(*rpc_client, Quorums(3, 2, 2), 99);
+  EXPECT_EQ(AddPortRequests(*cluster), after_first);
+}
+
+TEST(AddPortTest, ABookieWithoutAnAddPortGetsItsAddsOverTheRpc) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3, .add_listen = "off"}));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(BookieInfo(cluster->address(i)).add_port(), 0u);
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  WriteAndReadBack(*client, Quorums(3, 2, 2), 199);
+  EXPECT_EQ(AddPortRequests(*cluster), 0u);
+}
+
+TEST(AddPortTest, ABookieWhoseAddPortCannotBeReachedGetsItsAddsOverTheRpc) {
+  // The add ports listen on 127.0.0.2; clients dial the host of the gRPC
+  // address, 127.0.0.1, and are refused: as behind a firewall that lets
+  // only the gRPC port through. The bookies are healthy and must stay in
+  // the ensemble.
+  LKV_ASSIGN_OR_FAIL(auto cluster,
+                     TestCluster::Start({.bookies = 3, .add_listen = "127.0.0.2:0"}));
+  for (int i = 0; i < 3; ++i) EXPECT_NE(BookieInfo(cluster->address(i)).add_port(), 0u);
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 3)));
+  const auto results = AppendRange(*writer, 0, 99, 16);
+  for (const auto& r : results) ASSERT_TRUE(r.ok()) << r.status();
+  const meta::v1::LedgerMetadata md = writer->metadata();
+  EXPECT_EQ(md.segments_size(), 1) << "a bookie was replaced: " << md.ShortDebugString();
+  LKV_ASSERT_OK(writer->Close());
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, 99);
+  EXPECT_EQ(AddPortRequests(*cluster), 0u);
+}
+
+TEST(AddPortTest, ABookieRestartedOnAnotherAddPortIsFoundAgain) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  WriteAndReadBack(*client, Quorums(1, 1, 1), 19);
+  const uint32_t before = BookieInfo(cluster->address(0)).add_port();
+  // Restarted on the same gRPC address; its add port is a new free port.
+  cluster->StopBookie(0);
+  LKV_ASSERT_OK(cluster->RestartBookie(0));
+  const uint32_t after = BookieInfo(cluster->address(0)).add_port();
+  ASSERT_NE(after, 0u);
+  if (after == before) GTEST_SKIP() << "the bookie got its old add port back";
+  // One bookie, no spare: an add sent to the old port would fail the writer.
+  WriteAndReadBack(*client, Quorums(1, 1, 1), 19);
+}
+
+TEST(AddPortTest, ALostReplyFailsItsAddAtTheDeadlineAndTheWriterReplacesTheBookie) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(1)));
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 2)));
+  const std::string silent = writer->metadata().segments(0).bookies(0);
+  FaultPoints::Get().Arm("bookie.add_port.drop_reply",
+                         [silent](std::string_view bookie) { return bookie == silent; });
+  const absl::Time start = absl::Now();
+  const auto results = AppendRange(*writer, 0, 9, 4);
+  const absl::Duration took = absl::Now() - start;
+  for (int64_t i = 0; i < 10; ++i) {
+    ASSERT_TRUE(results[i].ok()) << results[i].status();
+  }
+  // Nothing could be acknowledged before the silent bookie's add timed out.
+  EXPECT_GE(took, absl::Milliseconds(900));
+  const meta::v1::LedgerMetadata md = writer->metadata();
+  const auto& last = md.segments(md.segments_size() - 1);
+  for (const std::string& b : last.bookies()) EXPECT_NE(b, silent) << md.ShortDebugString();
+  FaultPoints::Get().DisarmAll();
+  LKV_ASSERT_OK(writer->Close());
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, 9);
+}
+
+TEST(AddPortTest, DestroyingAWriterCancelsItsAddsWithoutWaitingForTheDeadline) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(60)));
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(1, 1, 1)));
+  FaultPoints::Get().ArmAlways("bookie.add_port.drop_reply");
+  absl::Notification done;
+  absl::Status result;
+  writer->AppendAsync(PayloadFor(0), [&](absl::StatusOr<int64_t> r) {
+    result = r.status();
+    done.Notify();
+  });
+  // Wait until the bookie has the request (its reply is then dropped).
+  const absl::Time wait_until = absl::Now() + absl::Seconds(10);
+  while (AddPortRequests(*cluster) == 0 && absl::Now() < wait_until) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_GT(AddPortRequests(*cluster), 0u);
+  const absl::Time start = absl::Now();
+  writer.reset();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "the writer waited for the add's deadline";
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_FALSE(result.ok());
+}
+
+// A raw TCP connection to 127.0.0.1:port, or -1.
+int Dial(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+// Whether the peer closes `fd` (reads end) within the receive timeout.
+bool ClosedByPeer(int fd) {
+  char buf[256];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n == 0) return true;
+    if (n < 0) return errno == ECONNRESET;
+  }
+}
+
+// Polls `conn` until the frame with `id` arrives (or 10 s pass).
+absl::StatusOr<std::pair<uint32_t, std::string>> AwaitFrame(FrameConn& conn, uint64_t id) {
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  std::vector<FrameView> frames;
+  while (absl::Now() < until) {
+    frames.clear();
+    absl::Status s = conn.Poll(absl::Milliseconds(100), true, &frames);
+    for (const FrameView& f : frames) {
+      if (f.id == id) return std::make_pair(f.status, std::string(f.body));
+    }
+    if (!s.ok()) return s;
+  }
+  return absl::DeadlineExceededError("no reply");
+}
+
+TEST(AddPortTest, APeerSpeakingAnotherProtocolIsDisconnectedAndTheBookieServesOn) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
+  const int port = static_cast<int>(BookieInfo(cluster->address(0)).add_port());
+  ASSERT_NE(port, 0);
+
+  {  // A gRPC (HTTP/2) client dialling the wrong port.
+    const int fd = Dial(port);
+    ASSERT_GE(fd, 0);
+    const std::string preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    ASSERT_EQ(::send(fd, preface.data(), preface.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(preface.size()));
+    EXPECT_TRUE(ClosedByPeer(fd));
+    ::close(fd);
+  }
+  {  // A greeted client that then announces a 4 GiB frame.
+    const int fd = Dial(port);
+    ASSERT_GE(fd, 0);
+    std::string bytes(kFrameHeaderBytes, '\0');
+    const uint32_t hello_len = add_protocol::kHelloBody.size();
+    std::memcpy(bytes.data(), &hello_len, 4);  // little-endian on x86
+    std::memcpy(bytes.data() + 4, &add_protocol::kHelloStatus, 4);
+    bytes += add_protocol::kHelloBody;
+    std::string huge(kFrameHeaderBytes, '\0');
+    const uint32_t len = 0xfffffff0u;
+    std::memcpy(huge.data(), &len, 4);
+    huge[8] = 1;  // id 1
+    bytes += huge;
+    ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+    EXPECT_TRUE(ClosedByPeer(fd));
+    ::close(fd);
+  }
+  {  // An unparsable request is answered INVALID_ARGUMENT; the connection stays.
+    LKV_ASSIGN_OR_FAIL(auto conn, FrameConn::Connect("127.0.0.1", port, absl::Seconds(5),
+                                                     add_protocol::kMaxBodyBytes));
+    const std::string_view hello = add_protocol::kHelloBody;
+    ASSERT_TRUE(conn->Send(0, add_protocol::kHelloStatus, hello.size(),
+                           [&](char* p) { std::memcpy(p, hello.data(), hello.size()); }));
+    const std::string junk = "\xff\xff\xff\xff\xff";
+    ASSERT_TRUE(conn->Send(5, 0, junk.size(),
+                           [&](char* p) { std::memcpy(p, junk.data(), junk.size()); }));
+    auto reply = AwaitFrame(*conn, 5);
+    LKV_ASSERT_OK(reply.status());
+    EXPECT_EQ(reply->first, static_cast<uint32_t>(grpc::StatusCode::INVALID_ARGUMENT))
+        << reply->second;
+    // A well-formed request on the same connection: an unknown instance id
+    // is refused per entry, as the Add RPC does.
+    bookie::v1::AddRequest req;
+    req.set_expected_instance_id("not-this-bookie");
+    bookie::v1::Entry* e = req.add_entries();
+    e->set_ledger_id(77);
+    e->set_entry_id(0);
+    const std::string body = req.SerializeAsString();
+    ASSERT_TRUE(conn->Send(6, 0, body.size(),
+                           [&](char* p) { std::memcpy(p, body.data(), body.size()); }));
+    reply = AwaitFrame(*conn, 6);
+    LKV_ASSERT_OK(reply.status());
+    ASSERT_EQ(reply->first, 0u) << reply->second;
+    bookie::v1::AddResponse resp;
+    ASSERT_TRUE(resp.ParseFromString(reply->second));
+    ASSERT_EQ(resp.results_size(), 1);
+    EXPECT_EQ(resp.results(0).code(), bookie::v1::INSTANCE_MISMATCH);
+  }
+  // Real writers are served as before.
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  WriteAndReadBack(*client, Quorums(1, 1, 1), 49);
+  EXPECT_GT(AddPortRequests(*cluster), 0u);
+}
+
+}  // namespace
+}  // namespace ledgerkv::ledger

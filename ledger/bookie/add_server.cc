@@ -1,0 +1,286 @@
+#include "ledger/bookie/add_server.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/add_protocol.h"
+#include "base/fault_point.h"
+#include "base/frame_conn.h"
+#include "grpcpp/support/status.h"
+#include "proto/bookie.pb.h"
+
+namespace ledgerkv::bookie {
+namespace {
+
+// A connection stops reading requests while this many reply bytes wait
+// for a peer that does not read them, or while this many request bytes
+// are handed to the storage and not yet answered (a peer pipelining faster
+// than the disk syncs). So one connection holds at most about
+// kMaxInFlightRequestBytes + one frame + kMaxQueuedReplyBytes.
+constexpr size_t kMaxQueuedReplyBytes = size_t{64} << 20;
+constexpr int64_t kMaxInFlightRequestBytes = int64_t{64} << 20;
+// Connections beyond this are closed at once (each costs a thread).
+constexpr size_t kMaxConnections = 1024;
+// Until the peer said hello, a frame may be no longer than the hello.
+constexpr size_t kMaxHelloBodyBytes = 64;
+
+// Request bytes of one connection handed to the storage and not answered.
+struct InFlight {
+  std::atomic<int64_t> bytes{0};
+};
+
+struct ServerCall {
+  std::shared_ptr<FrameConn> conn;
+  std::shared_ptr<InFlight> in_flight;
+  int64_t bytes = 0;      // counted in in_flight
+  std::string bookie_id;  // fault-point argument
+  uint64_t id = 0;
+  v1::AddRequest request;
+  v1::AddResponse response;
+};
+
+// Ends `call`: replies, releases its in-flight bytes (waking the
+// connection's thread if that lets it read again), and deletes it.
+void Finish(ServerCall* call, const grpc::Status& status);
+
+void Reply(ServerCall* call, const grpc::Status& status) {
+  // Tests: the add is done (stored or refused) but its reply is lost, as
+  // when the network drops it or the bookie stalls.
+  if (LEDGERKV_FAULT("bookie.add_port.drop_reply", call->bookie_id)) return;
+  if (status.ok()) {
+    const size_t n = call->response.ByteSizeLong();
+    call->conn->Send(call->id, 0, n, [&](char* p) {
+      call->response.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(p));
+    });
+    return;
+  }
+  const std::string& message = status.error_message();
+  call->conn->Send(call->id, static_cast<uint32_t>(status.error_code()), message.size(),
+                   [&](char* p) { std::memcpy(p, message.data(), message.size()); });
+}
+
+void Finish(ServerCall* call, const grpc::Status& status) {
+  Reply(call, status);
+  const int64_t before = call->in_flight->bytes.fetch_sub(call->bytes);
+  if (before >= kMaxInFlightRequestBytes && before - call->bytes < kMaxInFlightRequestBytes) {
+    call->conn->Wake();
+  }
+  delete call;
+}
+
+absl::StatusOr<std::pair<int, int>> Listen(const std::string& listen) {
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(listen, &host, &port)) {
+    return absl::InvalidArgumentError(absl::StrCat("add port: bad address \"", listen,
+                                                   "\" (want host:port)"));
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const std::string service = absl::StrCat(port);
+  const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints,
+                               &found);
+  if (rc != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("add port: cannot resolve \"", host, "\": ", ::gai_strerror(rc)));
+  }
+  int fd = -1;
+  int family = AF_INET;
+  std::string error = "no address";
+  for (addrinfo* ai = found; ai != nullptr && fd < 0; ai = ai->ai_next) {
+    // Non-blocking: a connection that goes away between poll and accept
+    // must not leave the accept thread blocked (Shutdown joins it).
+    fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                  ai->ai_protocol);
+    if (fd < 0) {
+      error = std::strerror(errno);
+      continue;
+    }
+    int one = 1;
+    (void)::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 128) != 0) {
+      error = std::strerror(errno);
+      ::close(fd);
+      fd = -1;
+      continue;
+    }
+    family = ai->ai_family;
+  }
+  ::freeaddrinfo(found);
+  if (fd < 0) {
+    return absl::UnavailableError(absl::StrCat("add port: cannot listen on ", listen, ": ", error));
+  }
+  sockaddr_storage bound{};
+  socklen_t bound_len = sizeof(bound);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat("add port: getsockname: ", std::strerror(err)));
+  }
+  const int bound_port = family == AF_INET
+                             ? ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port)
+                             : ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+  return std::make_pair(fd, bound_port);
+}
+
+}  // namespace
+
+AddServer::AddServer(int listen_fd, int port, LocalAddFunction add, std::string bookie_id)
+    : listen_fd_(listen_fd),
+      port_(port),
+      wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      add_(std::move(add)),
+      bookie_id_(std::move(bookie_id)) {}
+
+absl::StatusOr<std::unique_ptr<AddServer>> AddServer::Start(const std::string& listen,
+                                                            LocalAddFunction add,
+                                                            std::string bookie_id) {
+  absl::StatusOr<std::pair<int, int>> bound = Listen(listen);
+  if (!bound.ok()) return bound.status();
+  std::unique_ptr<AddServer> s(new AddServer(bound->first, bound->second, std::move(add),
+                                             std::move(bookie_id)));
+  if (s->wake_fd_ < 0) {
+    return absl::UnavailableError(absl::StrCat("add port: eventfd: ", std::strerror(errno)));
+  }
+  AddServer* raw = s.get();
+  s->accept_thread_ = std::thread([raw] { raw->AcceptLoop(); });
+  return s;
+}
+
+AddServer::~AddServer() {
+  Shutdown();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void AddServer::AcceptLoop() {
+  for (;;) {
+    {
+      // Join the threads of connections that ended.
+      absl::MutexLock l(&mu_);
+      if (stopping_) return;
+      for (auto it = connections_.begin(); it != connections_.end();) {
+        if ((*it)->finished) {
+          (*it)->thread.join();
+          it = connections_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    const int n = ::poll(fds, 2, 1000);
+    if (n <= 0 || !(fds[0].revents & POLLIN)) continue;
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE) {
+        absl::FPrintF(stderr, "bookie add port: accept: %s\n", std::strerror(errno));
+        ::poll(nullptr, 0, 100);  // out of descriptors: do not spin
+      }
+      continue;
+    }
+    absl::StatusOr<std::unique_ptr<FrameConn>> adopted =
+        FrameConn::Adopt(fd, add_protocol::kMaxBodyBytes);
+    if (!adopted.ok()) continue;
+    absl::MutexLock l(&mu_);
+    if (stopping_) return;  // `adopted` closes the socket
+    if (connections_.size() >= kMaxConnections) {
+      absl::FPrintF(stderr, "bookie add port: %d connections already, closing a new one\n",
+                    connections_.size());
+      continue;
+    }
+    auto c = std::make_unique<Connection>();
+    c->conn = std::shared_ptr<FrameConn>(std::move(*adopted));
+    Connection* raw = c.get();
+    c->thread = std::thread([this, raw] {
+      Serve(raw->conn);
+      absl::MutexLock l(&mu_);
+      raw->finished = true;
+    });
+    connections_.push_back(std::move(c));
+  }
+}
+
+void AddServer::Serve(std::shared_ptr<FrameConn> conn) {
+  bool greeted = false;
+  conn->set_first_frame_max_body_bytes(kMaxHelloBodyBytes);
+  auto in_flight = std::make_shared<InFlight>();
+  std::vector<FrameView> frames;
+  for (;;) {
+    frames.clear();
+    const bool read = conn->queued_bytes() < kMaxQueuedReplyBytes &&
+                      in_flight->bytes.load() < kMaxInFlightRequestBytes;
+    absl::Status status = conn->Poll(absl::Milliseconds(500), read, &frames);
+    for (const FrameView& f : frames) {
+      if (!greeted) {
+        if (f.id != 0 || f.status != add_protocol::kHelloStatus || f.body != add_protocol::kHelloBody) {
+          status = absl::InvalidArgumentError("not a ledgerkv add client");
+          break;
+        }
+        greeted = true;
+        continue;
+      }
+      if (f.status != 0 || f.id == 0) {
+        status = absl::InvalidArgumentError("malformed request frame");
+        break;
+      }
+      auto* call = new ServerCall;
+      call->conn = conn;
+      call->in_flight = in_flight;
+      call->bytes = static_cast<int64_t>(f.body.size());
+      in_flight->bytes.fetch_add(call->bytes);
+      call->id = f.id;
+      if (FaultPoints::Get().AnyArmed()) call->bookie_id = bookie_id_;
+      if (!call->request.ParseFromArray(f.body.data(), static_cast<int>(f.body.size()))) {
+        Finish(call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unparsable AddRequest"));
+        continue;
+      }
+      // Answered once, on the storage's commit path (or inline); `call`
+      // keeps the request (whose payloads the storage views) alive until then.
+      add_(call->request, &call->response, [call](const grpc::Status& s) { Finish(call, s); });
+    }
+    if (!status.ok()) break;
+    absl::MutexLock l(&mu_);
+    if (stopping_) break;
+  }
+  conn->Close();
+}
+
+void AddServer::Shutdown() {
+  std::vector<std::unique_ptr<Connection>> connections;
+  {
+    absl::MutexLock l(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    stopping_ = true;
+    for (const auto& c : connections_) c->conn->Close();  // wakes its Poll
+  }
+  if (wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof(one));
+  }
+  if (accept_thread_.joinable()) accept_thread_.join();
+  // No new connection can even queue in the backlog now.
+  ::close(listen_fd_);
+  {
+    absl::MutexLock l(&mu_);
+    connections.swap(connections_);
+  }
+  for (auto& c : connections) c->thread.join();
+}
+
+}  // namespace ledgerkv::bookie

@@ -1,0 +1,71 @@
+// AddServer: the bookie's add port (docs/add-transport.md). It takes Add
+// requests over plain TCP frames (base/frame_conn.h) and hands each one to
+// the bookie's own Add (BookieServer::LocalAdd: the same checks, fault
+// points and storage call as the Add RPC, answered after the fdatasync),
+// replying from the storage's commit path without a thread hand-off.
+//
+// Threads: one accepting, one per connection (reading requests, and
+// writing replies the socket could not take at once).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "ledger/bookie/bookie_server.h"
+
+namespace ledgerkv {
+class FrameConn;
+}
+
+namespace ledgerkv::bookie {
+
+class AddServer {
+ public:
+  // Listens on `listen` (host:port, port 0 picks a free one) and serves
+  // every request with `add`. UNAVAILABLE if it cannot listen. `bookie_id`
+  // is the argument of its fault point:
+  //   bookie.add_port.drop_reply  the add is done but its reply is lost.
+  static absl::StatusOr<std::unique_ptr<AddServer>> Start(const std::string& listen,
+                                                          LocalAddFunction add,
+                                                          std::string bookie_id);
+  ~AddServer();  // Shutdown()
+  AddServer(const AddServer&) = delete;
+  AddServer& operator=(const AddServer&) = delete;
+
+  int port() const { return port_; }
+
+  // Stops accepting, closes every connection and joins the threads. Adds
+  // already handed to `add` still run their replies (which are dropped).
+  // Idempotent.
+  void Shutdown();
+
+ private:
+  AddServer(int listen_fd, int port, LocalAddFunction add, std::string bookie_id);
+  void AcceptLoop();
+  void Serve(std::shared_ptr<FrameConn> conn);
+
+  const int listen_fd_;
+  const int port_;
+  const int wake_fd_;  // eventfd: wakes the accept loop on Shutdown
+  const LocalAddFunction add_;
+  const std::string bookie_id_;
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  struct Connection {
+    std::shared_ptr<FrameConn> conn;
+    std::thread thread;
+    bool finished = false;
+  };
+  std::vector<std::unique_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
+  std::thread accept_thread_;
+};
+
+}  // namespace ledgerkv::bookie
