@@ -23,10 +23,10 @@ absl::Status Errno(const std::string& what) {
 
 class ScratchFile {
  public:
-  explicit ScratchFile(std::string path) : path_(std::move(path)) {}
+  ScratchFile(std::string path, bool keep) : path_(std::move(path)), keep_(keep) {}
   ~ScratchFile() {
     if (fd_ >= 0) close(fd_);
-    unlink(path_.c_str());
+    if (!keep_) unlink(path_.c_str());
   }
   absl::Status Open() {
     fd_ = open(path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
@@ -36,17 +36,21 @@ class ScratchFile {
 
  private:
   std::string path_;
+  const bool keep_;
   int fd_ = -1;
 };
 
 }  // namespace
 
-absl::StatusOr<DiskLimits> MeasureDisk(const std::string& dir, absl::Duration duration) {
+absl::StatusOr<DiskLimits> MeasureDisk(const std::string& dir, absl::Duration duration,
+                                       bool keep_files) {
+  static std::atomic<int> calls{0};
+  const std::string suffix = keep_files ? absl::StrCat(".", calls.fetch_add(1)) : "";
   DiskLimits out;
   {
     // Like a journal's tail: rewrite the same block and sync it; each sync
     // must reach stable storage, which is what bounds an unbatched writer.
-    ScratchFile f(dir + "/.disk_probe_sync");
+    ScratchFile f(dir + "/.disk_probe_sync" + suffix, keep_files);
     if (auto s = f.Open(); !s.ok()) return s;
     std::vector<char> block(4096, 'x');
     int64_t n = 0;
@@ -65,7 +69,7 @@ absl::StatusOr<DiskLimits> MeasureDisk(const std::string& dir, absl::Duration du
     // flushing overlap (as in a bookie, which writes the next batch while
     // the previous one syncs). A writer that stops to sync every few MiB
     // leaves the disk idle in between and reads as a slower disk.
-    ScratchFile f(dir + "/.disk_probe_seq");
+    ScratchFile f(dir + "/.disk_probe_seq" + suffix, keep_files);
     if (auto s = f.Open(); !s.ok()) return s;
     constexpr int64_t kChunk = 1 << 20;
     constexpr int64_t kWindow = 64 << 20;
@@ -114,6 +118,9 @@ absl::StatusOr<DiskLimits> MeasureDisk(const std::string& dir, absl::Duration du
     }
     out.seq_write_mb_per_sec = written.load() / 1e6 / absl::ToDoubleSeconds(absl::Now() - start);
   }
+  // Whatever the probe left for the filesystem's journal is committed now,
+  // not during the caller's first measurement.
+  ::sync();
   return out;
 }
 

@@ -3,7 +3,7 @@
 // the raw disk's limits measured in the same run (docs/performance.md).
 //
 //   ledger-bench [--dir DIR] [--seconds S] [--repeat N] [--quick]
-//                [--filter SUBSTR] [--rpcs-in-flight N]
+//                [--filter SUBSTR] [--rpcs-in-flight N] [--no-add-port]
 //
 // --repeat N (default 3; 1 with --quick) measures the whole matrix N times,
 // probing the disk again before each pass, and ends with the median of each
@@ -11,6 +11,8 @@
 // --filter runs only the rows whose "config/entry/in-flight" name contains
 // SUBSTR (e.g. "E1,Qw1,Qa1/100/64"), for profiling one of them.
 // --rpcs-in-flight sets ClientOptions.max_rpcs_in_flight_per_bookie.
+// --no-add-port sends adds over the Add RPC instead of the bookies' add
+// ports (docs/add-transport.md), for comparing the two transports.
 // The ent/sync column is the number of entries per bookie journal sync
 // (group commit), from the bookies' GetInfo counters.
 //
@@ -227,7 +229,8 @@ void PrintRow(const Row& row, const DiskLimits& disk, double lone_add_us) {
   std::fflush(stdout);
 }
 
-// Measures one row on a fresh cluster in `run_dir` (removed afterwards).
+// Measures one row on a fresh cluster in `run_dir`. The directory stays
+// until the whole run is over (see MeasureDisk on removing files).
 absl::StatusOr<Row> MeasureRow(const Config& cfg, size_t size, int in_flight,
                                absl::Duration seconds, const std::string& run_dir,
                                const ledger::ClientOptions& client_options) {
@@ -262,7 +265,6 @@ absl::StatusOr<Row> MeasureRow(const Config& cfg, size_t size, int in_flight,
   cluster->client.reset();
   cluster->bookies.clear();
   cluster->store.reset();
-  std::filesystem::remove_all(run_dir);
   return row;
 }
 
@@ -279,6 +281,8 @@ int Main(int argc, char** argv) {
       dir = argv[++i];
     } else if (a == "--seconds" && i + 1 < argc) {
       seconds = absl::Seconds(std::atof(argv[++i]));
+    } else if (a == "--no-add-port") {
+      client_options.use_add_port = false;
     } else if (a == "--rpcs-in-flight" && i + 1 < argc) {
       client_options.max_rpcs_in_flight_per_bookie = std::atoi(argv[++i]);
     } else if (a == "--filter" && i + 1 < argc) {
@@ -291,7 +295,7 @@ int Main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: ledger-bench [--dir DIR] [--seconds S] [--repeat N] [--quick] "
-                   "[--filter SUBSTR] [--rpcs-in-flight N]\n");
+                   "[--filter SUBSTR] [--rpcs-in-flight N] [--no-add-port]\n");
       return 2;
     }
   }
@@ -302,6 +306,14 @@ int Main(int argc, char** argv) {
   }
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  // Probe files and run directories are removed only here, at the end.
+  struct RemoveAtExit {
+    std::string dir;
+    ~RemoveAtExit() {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  } remove_at_exit{dir};
 
   static const Config kConfigs[] = {{"E1,Qw1,Qa1", 1, 1, 1, 1}, {"E3,Qw3,Qa2", 3, 3, 3, 2}};
   // rows[k] holds every measurement of row k, one per pass.
@@ -313,7 +325,7 @@ int Main(int argc, char** argv) {
     // this kind of VM moves a lot from one minute to the next
     // (docs/performance.md), so one probe for the whole run would make
     // every ratio depend on one sample of it.
-    auto disk = MeasureDisk(dir, seconds);
+    auto disk = MeasureDisk(dir, seconds, /*keep_files=*/true);
     if (!disk.ok()) {
       std::fprintf(stderr, "disk probe: %s\n", disk.status().ToString().c_str());
       return 1;
