@@ -243,6 +243,12 @@ absl::Status FrameConn::Poll(absl::Duration timeout, bool read, std::vector<Fram
   if (got & (POLLOUT | POLLERR | POLLHUP)) {
     absl::MutexLock l(&mu_);
     FlushLocked();
+    // Not reading, the reset or hang-up would never be noticed and poll
+    // would return at once forever: break here.
+    if (!read && (got & (POLLERR | POLLHUP)) && broken_.ok()) {
+      BreakLocked(absl::UnavailableError("connection reset or closed by the peer"));
+    }
+    if (!broken_.ok()) return broken_;
   }
   absl::Status status;
   if (read && (got & (POLLIN | POLLERR | POLLHUP))) {

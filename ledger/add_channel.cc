@@ -268,6 +268,7 @@ void AddChannel::Loop() {
         continue;
       }
       conn_ = std::shared_ptr<FrameConn>(std::move(fresh));
+      conn_answered_ = false;
       for (uint64_t id : backlog) {
         auto it = pending_.find(id);
         if (it != pending_.end()) SendLocked(conn_.get(), id, *it->second.request);
@@ -305,9 +306,17 @@ void AddChannel::Loop() {
     }
 
     mu_.Lock();
+    if (!frames.empty()) conn_answered_ = true;
     if (!polled.ok()) {
       if (conn_ == conn) conn_.reset();
       conn->Close();
+      if (!conn_answered_) {
+        // Closed before its first reply: the bookie refuses this client
+        // (too many connections, a hello it does not speak). Treat it as
+        // an unreachable add port rather than reconnect on every add.
+        mode_ = Mode::kRpc;
+        rpc_until_ = absl::Now() + kRpcModeFor;
+      }
       // Whatever was in flight may or may not have been stored.
       FailAllLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                  absl::StrCat("connection to bookie ", address_,

@@ -120,6 +120,8 @@ class AddChannel {
   // In Mode::kRpc until this time.
   absl::Time rpc_until_ ABSL_GUARDED_BY(mu_);
   bool warned_ ABSL_GUARDED_BY(mu_) = false;
+  // Whether the current connection has delivered any reply yet.
+  bool conn_answered_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 
