@@ -167,6 +167,11 @@ bool FrameConn::Send(uint64_t id, uint32_t status, size_t body_bytes,
   return true;
 }
 
+bool FrameConn::Send(uint64_t id, uint32_t status, std::string_view body) {
+  return Send(id, status, body.size(),
+              [body](char* p) { std::memcpy(p, body.data(), body.size()); });
+}
+
 void FrameConn::FlushLocked() {
   while (broken_.ok() && out_sent_ < out_.size()) {
     const ssize_t n = ::send(fd_, out_.data() + out_sent_, out_.size() - out_sent_,

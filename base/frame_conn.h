@@ -59,6 +59,8 @@ class FrameConn {
   // into the buffer it is given. Returns false (dropping the frame) once
   // the connection is closed or broken, including by this very send.
   bool Send(uint64_t id, uint32_t status, size_t body_bytes, absl::FunctionRef<void(char*)> fill);
+  // The same with a body that already exists.
+  bool Send(uint64_t id, uint32_t status, std::string_view body);
 
   // Owner thread only. Waits at most `timeout` for the socket (readable, or
   // writable while bytes are queued) or a Wake(); writes what is queued and,

@@ -1,7 +1,6 @@
 #include "ledger/add_channel.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -204,9 +203,7 @@ absl::Status AddChannel::Connect(std::unique_ptr<FrameConn>* conn, Mode* mode) {
     *mode = Mode::kRpc;
     return absl::OkStatus();
   }
-  const std::string_view hello = add_protocol::kHelloBody;
-  (*c)->Send(0, add_protocol::kHelloStatus, hello.size(),
-             [&](char* p) { std::memcpy(p, hello.data(), hello.size()); });
+  (*c)->Send(0, add_protocol::kHelloStatus, add_protocol::kHelloBody);
   *conn = std::move(*c);
   *mode = Mode::kAddPort;
   return absl::OkStatus();

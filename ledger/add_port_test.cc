@@ -188,6 +188,21 @@ bool ClosedByPeer(int fd) {
   }
 }
 
+// A frame header as it goes on the wire (little-endian, as on x86).
+std::string RawHeader(uint32_t body_bytes, uint32_t status, uint8_t id) {
+  std::string h(kFrameHeaderBytes, '\0');
+  std::memcpy(h.data(), &body_bytes, 4);
+  std::memcpy(h.data() + 4, &status, 4);
+  h[8] = static_cast<char>(id);
+  return h;
+}
+
+// The client's hello frame, raw.
+std::string RawHello() {
+  return RawHeader(add_protocol::kHelloBody.size(), add_protocol::kHelloStatus, 0) +
+         std::string(add_protocol::kHelloBody);
+}
+
 // Polls `conn` until the frame with `id` arrives (or 10 s pass).
 absl::StatusOr<std::pair<uint32_t, std::string>> AwaitFrame(FrameConn& conn, uint64_t id) {
   const absl::Time until = absl::Now() + absl::Seconds(10);
@@ -227,16 +242,7 @@ TEST(AddPortTest, APeerSpeakingAnotherProtocolIsDisconnectedAndTheBookieServesOn
     e->set_ledger_id(78);
     const std::string body = req.SerializeAsString();
     ASSERT_GT(body.size(), 64u);
-    std::string bytes(kFrameHeaderBytes, '\0');
-    const uint32_t hello_len = add_protocol::kHelloBody.size();
-    std::memcpy(bytes.data(), &hello_len, 4);  // little-endian on x86
-    std::memcpy(bytes.data() + 4, &add_protocol::kHelloStatus, 4);
-    bytes += add_protocol::kHelloBody;
-    std::string header(kFrameHeaderBytes, '\0');
-    const uint32_t len = body.size();
-    std::memcpy(header.data(), &len, 4);
-    header[8] = 9;  // id 9
-    bytes += header + body;
+    const std::string bytes = RawHello() + RawHeader(body.size(), 0, 9) + body;
     ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(bytes.size()));
     char reply[kFrameHeaderBytes];
@@ -255,16 +261,7 @@ TEST(AddPortTest, APeerSpeakingAnotherProtocolIsDisconnectedAndTheBookieServesOn
   {  // A greeted client that then announces a 4 GiB frame.
     const int fd = Dial(port);
     ASSERT_GE(fd, 0);
-    std::string bytes(kFrameHeaderBytes, '\0');
-    const uint32_t hello_len = add_protocol::kHelloBody.size();
-    std::memcpy(bytes.data(), &hello_len, 4);  // little-endian on x86
-    std::memcpy(bytes.data() + 4, &add_protocol::kHelloStatus, 4);
-    bytes += add_protocol::kHelloBody;
-    std::string huge(kFrameHeaderBytes, '\0');
-    const uint32_t len = 0xfffffff0u;
-    std::memcpy(huge.data(), &len, 4);
-    huge[8] = 1;  // id 1
-    bytes += huge;
+    const std::string bytes = RawHello() + RawHeader(0xfffffff0u, 0, 1);
     ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(bytes.size()));
     EXPECT_TRUE(ClosedByPeer(fd));
@@ -273,12 +270,9 @@ TEST(AddPortTest, APeerSpeakingAnotherProtocolIsDisconnectedAndTheBookieServesOn
   {  // An unparsable request is answered INVALID_ARGUMENT; the connection stays.
     LKV_ASSIGN_OR_FAIL(auto conn, FrameConn::Connect("127.0.0.1", port, absl::Seconds(5),
                                                      add_protocol::kMaxBodyBytes));
-    const std::string_view hello = add_protocol::kHelloBody;
-    ASSERT_TRUE(conn->Send(0, add_protocol::kHelloStatus, hello.size(),
-                           [&](char* p) { std::memcpy(p, hello.data(), hello.size()); }));
+    ASSERT_TRUE(conn->Send(0, add_protocol::kHelloStatus, add_protocol::kHelloBody));
     const std::string junk = "\xff\xff\xff\xff\xff";
-    ASSERT_TRUE(conn->Send(5, 0, junk.size(),
-                           [&](char* p) { std::memcpy(p, junk.data(), junk.size()); }));
+    ASSERT_TRUE(conn->Send(5, 0, junk));
     auto reply = AwaitFrame(*conn, 5);
     LKV_ASSERT_OK(reply.status());
     EXPECT_EQ(reply->first, static_cast<uint32_t>(grpc::StatusCode::INVALID_ARGUMENT))
@@ -291,8 +285,7 @@ TEST(AddPortTest, APeerSpeakingAnotherProtocolIsDisconnectedAndTheBookieServesOn
     e->set_ledger_id(77);
     e->set_entry_id(0);
     const std::string body = req.SerializeAsString();
-    ASSERT_TRUE(conn->Send(6, 0, body.size(),
-                           [&](char* p) { std::memcpy(p, body.data(), body.size()); }));
+    ASSERT_TRUE(conn->Send(6, 0, body));
     reply = AwaitFrame(*conn, 6);
     LKV_ASSERT_OK(reply.status());
     ASSERT_EQ(reply->first, 0u) << reply->second;

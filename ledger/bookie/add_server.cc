@@ -66,9 +66,7 @@ void Reply(ServerCall* call, const grpc::Status& status) {
     });
     return;
   }
-  const std::string& message = status.error_message();
-  call->conn->Send(call->id, static_cast<uint32_t>(status.error_code()), message.size(),
-                   [&](char* p) { std::memcpy(p, message.data(), message.size()); });
+  call->conn->Send(call->id, static_cast<uint32_t>(status.error_code()), status.error_message());
 }
 
 void Finish(ServerCall* call, const grpc::Status& status) {
@@ -100,7 +98,6 @@ absl::StatusOr<std::pair<int, int>> Listen(const std::string& listen) {
         absl::StrCat("add port: cannot resolve \"", host, "\": ", ::gai_strerror(rc)));
   }
   int fd = -1;
-  int family = AF_INET;
   std::string error = "no address";
   for (addrinfo* ai = found; ai != nullptr && fd < 0; ai = ai->ai_next) {
     // Non-blocking: a connection that goes away between poll and accept
@@ -119,7 +116,6 @@ absl::StatusOr<std::pair<int, int>> Listen(const std::string& listen) {
       fd = -1;
       continue;
     }
-    family = ai->ai_family;
   }
   ::freeaddrinfo(found);
   if (fd < 0) {
@@ -132,7 +128,7 @@ absl::StatusOr<std::pair<int, int>> Listen(const std::string& listen) {
     ::close(fd);
     return absl::UnavailableError(absl::StrCat("add port: getsockname: ", std::strerror(err)));
   }
-  const int bound_port = family == AF_INET
+  const int bound_port = bound.ss_family == AF_INET
                              ? ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port)
                              : ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
   return std::make_pair(fd, bound_port);

@@ -85,15 +85,13 @@ absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions 
   }
   const std::string& listen = s->options_.listen;
   const size_t colon = listen.rfind(':');
-  s->address_ = absl::StrCat(colon == std::string::npos ? listen : listen.substr(0, colon), ":",
-                             port);
+  const std::string host = colon == std::string::npos ? listen : listen.substr(0, colon);
+  s->address_ = absl::StrCat(host, ":", port);
   s->bookie_id_ = s->options_.bookie_id.empty() ? s->address_ : s->options_.bookie_id;
   s->service_->set_bookie_id(s->bookie_id_);
   if (s->options_.add_listen != "off") {
     const std::string add_listen =
-        s->options_.add_listen.empty()
-            ? absl::StrCat(colon == std::string::npos ? listen : listen.substr(0, colon), ":0")
-            : s->options_.add_listen;
+        s->options_.add_listen.empty() ? absl::StrCat(host, ":0") : s->options_.add_listen;
     // Before StartServing: until then its adds are answered UNAVAILABLE, as
     // the RPCs are.
     // The service outlives the add server's threads (Shutdown joins them
