@@ -71,7 +71,14 @@ AddChannel::~AddChannel() {
 
 uint64_t AddChannel::NewCallId() {
   absl::MutexLock l(&mu_);
-  return ++next_id_;
+  const uint64_t id = ++next_id_;
+  in_transit_.insert(id);
+  return id;
+}
+
+size_t AddChannel::cancel_marks_for_test() {
+  absl::MutexLock l(&mu_);
+  return cancelled_.size();
 }
 
 void AddChannel::SendLocked(FrameConn* conn, uint64_t id, const bookie::v1::AddRequest& request) {
@@ -99,6 +106,7 @@ void AddChannel::Add(uint64_t id, const bookie::v1::AddRequest& request,
                           absl::StrCat("bookie ", address_, " add port unreachable: ",
                                        last_error_.message()));
     } else if (mode_ != Mode::kRpc) {
+      in_transit_.erase(id);
       pending_.emplace(id, Pending{&request, response, deadline, std::move(done)});
       if (conn_ != nullptr) {
         SendLocked(conn_.get(), id, request);
@@ -107,6 +115,8 @@ void AddChannel::Add(uint64_t id, const bookie::v1::AddRequest& request,
       }
       return;
     }
+    // Failed here, or in transit to AddByRpc (which takes it out).
+    if (!fail.ok()) in_transit_.erase(id);
   }
   if (!fail.ok()) {
     done(fail);
@@ -122,6 +132,7 @@ void AddChannel::AddByRpc(uint64_t id, const bookie::v1::AddRequest& request,
   bool cancelled;
   {
     absl::MutexLock l(&mu_);
+    in_transit_.erase(id);
     cancelled = cancelled_.erase(id) > 0 || stop_;
     if (!cancelled) rpc_calls_.emplace(id, call);
   }
@@ -149,9 +160,10 @@ void AddChannel::Cancel(uint64_t id) {
       // A backlogged id is skipped at connect (no longer pending).
     } else if (auto r = rpc_calls_.find(id); r != rpc_calls_.end()) {
       rpc = r->second;
-    } else if (id != 0 && id <= next_id_) {
-      // Handed out but not added yet (or between the backlog and the RPC,
-      // or already ended): Add and AddByRpc end it at once.
+    } else if (in_transit_.contains(id)) {
+      // Handed out but not added yet, or between the backlog and the RPC:
+      // Add or AddByRpc ends it at once. (An id that already ended is in
+      // none of these and needs nothing.)
       cancelled_.insert(id);
     }
   }
@@ -256,6 +268,7 @@ void AddChannel::Loop() {
           if (it == pending_.end()) continue;  // cancelled meanwhile
           moved.emplace_back(id, std::move(it->second));
           pending_.erase(it);
+          in_transit_.insert(id);  // a Cancel until AddByRpc leaves a mark
         }
         mu_.Unlock();
         for (auto& [id, p] : moved) {

@@ -13,6 +13,7 @@
 // deadlines. Add, Cancel and NewCallId are thread-safe and never block.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -58,7 +59,9 @@ class AddChannel {
   AddChannel(const AddChannel&) = delete;
   AddChannel& operator=(const AddChannel&) = delete;
 
-  // An id for Add; unique in this channel, never 0.
+  // An id for Add; unique in this channel, never 0. Every id handed out
+  // must reach Add (until then the channel remembers it, so that a Cancel
+  // that comes first is not lost).
   uint64_t NewCallId();
 
   // Sends `request` (kept alive by the caller until `done`) and fills
@@ -71,9 +74,14 @@ class AddChannel {
            absl::Time deadline, Done done);
 
   // Ends call `id` with CANCELLED if it is still pending (runs its `done`
-  // inline, so the caller must not hold locks `done` takes). A no-op for a
-  // call already ended or not yet added.
+  // inline, so the caller must not hold locks `done` takes). For an id
+  // handed out but not added yet, leaves a mark: its Add then ends it at
+  // once with CANCELLED. A no-op for a call that already ended.
   void Cancel(uint64_t id);
+
+  // Cancels remembered for ids not added yet (tests: bounded by the ids in
+  // transit, never by how many calls ended).
+  size_t cancel_marks_for_test();
 
  private:
   struct Pending {
@@ -115,7 +123,12 @@ class AddChannel {
   absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::shared_ptr<RpcCall>> rpc_calls_ ABSL_GUARDED_BY(mu_);
-  // Ids cancelled before they were added (see Cancel).
+  // Ids handed out (NewCallId) and not yet held by pending_ or rpc_calls_:
+  // not added yet, or on their way to the RPC. Only these can take a
+  // cancel mark; an id that ended is in neither, and Cancel ignores it.
+  absl::flat_hash_set<uint64_t> in_transit_ ABSL_GUARDED_BY(mu_);
+  // Ids of in_transit_ cancelled before they were added (see Cancel);
+  // always a subset of in_transit_.
   absl::flat_hash_set<uint64_t> cancelled_ ABSL_GUARDED_BY(mu_);
   // In Mode::kRpc until this time.
   absl::Time rpc_until_ ABSL_GUARDED_BY(mu_);

@@ -9,18 +9,24 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "base/add_protocol.h"
 #include "base/fault_point.h"
 #include "base/frame_conn.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "ledger/add_channel.h"
 #include "ledger/ledger_test_util.h"
+#include "proto/bookie.pb.h"
 
 namespace ledgerkv::ledger {
 namespace {
@@ -160,6 +166,100 @@ TEST(AddPortTest, DestroyingAWriterCancelsItsAddsWithoutWaitingForTheDeadline) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "the writer waited for the add's deadline";
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_FALSE(result.ok());
+}
+
+// A writer destroyed while a reply makes it send its next request (on the
+// channel's thread) must not wait for that request's deadline: the request
+// was registered before the writer's cancel pass but had no id yet, so the
+// pass could not name it; it cancels itself when it gets one.
+TEST(AddPortTest, ARequestSentDuringTheWritersCancelPassIsCancelledToo) {
+  ScopedFaultPoints faults;
+  // Declared before the writer: its destruction runs the callbacks below.
+  std::atomic<int> replies{0};
+  std::atomic<int> sends{0};
+  std::atomic<int> ended{0};
+  absl::Notification appended, held, cancel_pass_done;
+  const std::thread::id test_thread = std::this_thread::get_id();
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
+  ClientOptions options;
+  options.rpc_timeout = absl::Seconds(60);
+  options.max_rpcs_in_flight_per_bookie = 1;  // entry 1 waits for entry 0's reply
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(options));
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(1, 1, 1)));
+  // Entry 0's reply waits until entry 1 is queued behind it, so that entry
+  // 1 is sent from the channel's thread, by that reply. Every later reply
+  // is lost: entry 1's add would end only at its 60 s deadline.
+  FaultPoints::Get().Arm("bookie.add_port.drop_reply", [&](std::string_view) {
+    if (replies.fetch_add(1) > 0) return true;
+    appended.WaitForNotificationWithTimeout(absl::Seconds(30));
+    return false;
+  });
+  // The second send (entry 1) stops before it has an id until the
+  // writer's cancel pass is over.
+  FaultPoints::Get().Arm("ledger.writer.add_channel_send", [&](std::string_view) {
+    if (sends.fetch_add(1) == 1 && std::this_thread::get_id() != test_thread) {
+      held.Notify();
+      cancel_pass_done.WaitForNotificationWithTimeout(absl::Seconds(30));
+    }
+    return false;
+  });
+  FaultPoints::Get().Arm("ledger.writer.calls_cancelled", [&](std::string_view) {
+    cancel_pass_done.Notify();
+    return false;
+  });
+  for (int e = 0; e < 2; ++e) {
+    writer->AppendAsync(PayloadFor(e), [&](absl::StatusOr<int64_t>) { ended.fetch_add(1); });
+  }
+  appended.Notify();
+  ASSERT_TRUE(held.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  const absl::Time start = absl::Now();
+  writer.reset();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "the writer waited for the add's deadline";
+  EXPECT_EQ(ended.load(), 2);
+}
+
+// A long-lived client whose writers come and go cancels calls that have
+// just ended; the channel must not remember each of those ids. A cancel
+// that arrives before its Add still ends that call at once.
+TEST(AddPortTest, CancelsOfEndedCallsLeaveNothingBehindAndEarlyCancelsStillWork) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
+  AddChannel channel(cluster->address(0),
+                     grpc::CreateChannel(cluster->address(0), grpc::InsecureChannelCredentials()),
+                     absl::Seconds(10));
+  const bookie::v1::AddRequest request;  // no entries: answered at once
+  for (int i = 0; i < 50; ++i) {
+    bookie::v1::AddResponse response;
+    absl::Notification done;
+    grpc::Status status;
+    const uint64_t id = channel.NewCallId();
+    channel.Add(id, request, &response, absl::Now() + absl::Seconds(10),
+                [&](const grpc::Status& s) {
+                  status = s;
+                  done.Notify();
+                });
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    channel.Cancel(id);  // ended already: nothing to do, nothing to keep
+  }
+  EXPECT_GT(BookieInfo(cluster->address(0)).add_port_requests(), 0u);
+  EXPECT_EQ(channel.cancel_marks_for_test(), 0u);
+  channel.Cancel(1u << 30);  // never handed out
+  EXPECT_EQ(channel.cancel_marks_for_test(), 0u);
+
+  const uint64_t id = channel.NewCallId();
+  channel.Cancel(id);
+  EXPECT_EQ(channel.cancel_marks_for_test(), 1u);
+  bookie::v1::AddResponse response;
+  grpc::Status status;
+  bool ran = false;
+  channel.Add(id, request, &response, absl::Now() + absl::Seconds(10),
+              [&](const grpc::Status& s) {
+                status = s;
+                ran = true;
+              });
+  EXPECT_TRUE(ran) << "an add cancelled before it was made must end inline";
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(channel.cancel_marks_for_test(), 0u);
 }
 
 // A raw TCP connection to 127.0.0.1:port, or -1.

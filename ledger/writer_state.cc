@@ -67,6 +67,7 @@ void WriterState::Shutdown() {
 }
 
 void WriterState::CancelAndDrainCalls() {
+  cancelling_.store(true);
   std::vector<std::shared_ptr<AddCall>> live;
   std::vector<std::shared_ptr<LacCall>> live_lac;
   {
@@ -80,13 +81,15 @@ void WriterState::CancelAndDrainCalls() {
   // cancelling a finished call is a no-op. `live` keeps the contexts valid.
   for (const auto& call : live) {
     if (call->conn->add_channel) {
-      // 0: not sent yet; it ends by its deadline at the latest.
+      // 0: not sent yet; SendAll cancels it (cancelling_).
       if (const uint64_t id = call->add_id.load(); id != 0) call->conn->add_channel->Cancel(id);
     } else {
       call->ctx.TryCancel();
     }
   }
   for (const auto& call : live_lac) call->ctx.TryCancel();
+  // Tests: every call registered so far has been cancelled or will be.
+  static_cast<void>(LEDGERKV_FAULT("ledger.writer.calls_cancelled"));
   live.clear();
   live_lac.clear();
   absl::MutexLock l(&mu_);
@@ -206,8 +209,13 @@ void WriterState::SendAll(std::vector<AddCall*> calls) {
       // The bookie's add port (docs/add-transport.md). The id is stored
       // first: `call` may be gone once Add returns.
       AddChannel& channel = *call->conn->add_channel;
+      // Tests: hold a registered call here, before it has an id.
+      static_cast<void>(LEDGERKV_FAULT("ledger.writer.add_channel_send"));
       const uint64_t id = channel.NewCallId();
       call->add_id.store(id);
+      // Missed by a CancelAndDrainCalls that read add_id before the store:
+      // the mark makes Add end it at once instead of at the deadline.
+      if (cancelling_.load()) channel.Cancel(id);
       channel.Add(id, call->request, &call->response, deadline,
                   [this, call](const grpc::Status& status) { OnAddDone(call, status); });
       continue;

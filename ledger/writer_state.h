@@ -25,6 +25,12 @@
 //                                  (fenced, no replacement, destroyed), with
 //                                  the writer's mutex held: the callback
 //                                  must not call the writer.
+// and, without an argument:
+//   ledger.writer.add_channel_send hit before a registered call to a bookie's
+//                                  add port gets its id (on the thread that
+//                                  sends it); a callback may block there;
+//   ledger.writer.calls_cancelled  hit when the writer's destruction has
+//                                  cancelled every call it could name.
 #pragma once
 
 #include <atomic>
@@ -234,6 +240,12 @@ class WriterState {
   // Calls made whose OnAddDone (OnLacDone) has not returned yet. The state
   // must not be destroyed before it is 0 (callbacks point at it).
   int callbacks_pending_ ABSL_GUARDED_BY(mu_) = 0;
+  // Set when CancelAndDrainCalls starts. A call whose add_id it read as 0
+  // (registered, not sent yet) sees this in SendAll and cancels itself:
+  // both sides store, then load, so at least one of them sees the other.
+  // This needs this flag and AddCall::add_id both accessed sequentially
+  // consistent (the default order; do not relax either).
+  std::atomic<bool> cancelling_{false};
 
   std::thread thread_;
   // Set by Start before the thread runs anything.
