@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/status_macros.h"
 
 namespace ledgerkv {
@@ -118,7 +119,18 @@ void FaultInjectionEnv::AfterAppend(const std::string& path, uint64_t bytes) {
   files_[path].size += bytes;
 }
 
+void FaultInjectionEnv::SetSyncDelay(absl::Duration delay) {
+  absl::MutexLock l(&mu_);
+  sync_delay_ = delay;
+}
+
 absl::Status FaultInjectionEnv::BeforeSync(const std::string& path) {
+  absl::Duration delay;
+  {
+    absl::MutexLock l(&mu_);
+    delay = sync_delay_;
+  }
+  if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
   absl::MutexLock l(&mu_);
   if (fail_all_syncs_ || std::exchange(fail_next_sync_, false)) {
     return absl::Status(absl::ErrnoToStatusCode(EIO),

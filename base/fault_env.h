@@ -19,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "base/file.h"
 
 namespace ledgerkv {
@@ -32,6 +33,8 @@ class FaultInjectionEnv final : public Env {
   void FailNextSync();
   // Every Sync fails with EIO while `fail` is set.
   void FailAllSyncs(bool fail);
+  // Every Sync takes at least `delay` longer (a slow disk). Zero: none.
+  void SetSyncDelay(absl::Duration delay);
   // Every Append fails with ENOSPC (after writing about half its bytes)
   // while `fail` is set.
   void FailAppendsWithNoSpace(bool fail);
@@ -79,6 +82,7 @@ class FaultInjectionEnv final : public Env {
   absl::flat_hash_map<std::string, FileState> files_ ABSL_GUARDED_BY(mu_);
   bool fail_next_sync_ ABSL_GUARDED_BY(mu_) = false;
   bool fail_all_syncs_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration sync_delay_ ABSL_GUARDED_BY(mu_);
   bool no_space_ ABSL_GUARDED_BY(mu_) = false;
   int64_t sync_count_ ABSL_GUARDED_BY(mu_) = 0;
 };

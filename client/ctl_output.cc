@@ -193,6 +193,7 @@ std::string FormatBookieInfo(const bookie::v1::GetInfoResponse& r, OutputFormat 
     }
     absl::StrAppend(&out, "ledgers: ", r.ledger_count(), "\njournal_bytes: ", r.journal_bytes(),
                     "\nentries_added: ", r.entries_added(), "\nsyncs: ", r.syncs(),
+                    "\ngroup_commit_waits: ", r.group_commit_waits(),
                     "\nread_requests: ", r.read_requests(), "\nadd_port: ", r.add_port(),
                     "\nadd_port_requests: ", r.add_port_requests(), "\n");
     return out;
@@ -202,6 +203,7 @@ std::string FormatBookieInfo(const bookie::v1::GetInfoResponse& r, OutputFormat 
                       "\",\"read_only_reason\":", JsonQuote(r.read_only_reason()),
                       ",\"ledgers\":", r.ledger_count(), ",\"journal_bytes\":", r.journal_bytes(),
                       ",\"entries_added\":", r.entries_added(), ",\"syncs\":", r.syncs(),
+                      ",\"group_commit_waits\":", r.group_commit_waits(),
                       ",\"read_requests\":", r.read_requests(), ",\"add_port\":", r.add_port(),
                       ",\"add_port_requests\":", r.add_port_requests(), "}\n");
 }

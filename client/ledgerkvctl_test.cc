@@ -339,10 +339,12 @@ TEST(LedgerkvctlBookieTest, BookieInfoShowsIdentityStateAndCounters) {
   EXPECT_THAT(lines, ::testing::Contains("state: WRITABLE"));
   EXPECT_THAT(text.out, Not(HasSubstr("read_only_reason")));
   EXPECT_THAT(text.out, HasSubstr("\nsyncs: "));
+  EXPECT_THAT(text.out, HasSubstr("\ngroup_commit_waits: "));
 
   CtlResult json = RunCtlBinary({"-o", "json", "bookie", "info", address});
   ASSERT_EQ(json.exit_code, kExitOk) << json.err;
   EXPECT_THAT(json.out, HasSubstr(absl::StrCat("\"instance_id\":\"", instance, "\"")));
+  EXPECT_THAT(json.out, HasSubstr("\"group_commit_waits\":"));
   EXPECT_THAT(json.out, HasSubstr("\"state\":\"WRITABLE\""));
 
   CtlResult down = RunCtlBinary(

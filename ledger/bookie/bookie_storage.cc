@@ -466,6 +466,7 @@ StorageStats BookieStorage::GetStats() const {
   for (const auto& [n, size] : file_sizes_) s.journal_bytes += size;
   s.entries_added = entries_added_;
   s.syncs = syncs_;
+  s.group_commit_waits = group_commit_waits_;
   s.corrupt_records_at_startup = corrupt_records_;
   return s;
 }

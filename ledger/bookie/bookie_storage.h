@@ -66,6 +66,11 @@ struct StorageOptions {
   // Upper bound on bytes written by one group commit (at least one request
   // is always taken).
   uint64_t max_batch_bytes = 8ull << 20;
+  // Group commit wait (docs/bookie-format.md, "Write batches"): a batch
+  // with fewer than half as many items as recent batches waits for more,
+  // up to the recent fdatasync time and never longer than this. Zero
+  // disables it. Only with sync (relaxed mode has no per-batch sync).
+  absl::Duration group_commit_wait_max = absl::Milliseconds(1);
   // Close() checkpoints (fast restart). Tests turn this off to make Close
   // behave like a crash of the process (index memtable lost; replay needed).
   bool checkpoint_on_close = true;
@@ -92,6 +97,8 @@ struct StorageStats {
   uint64_t journal_bytes = 0;
   uint64_t entries_added = 0;
   uint64_t syncs = 0;
+  // Batches that waited for more items (group commit wait).
+  uint64_t group_commit_waits = 0;
   uint64_t corrupt_records_at_startup = 0;
 };
 
@@ -268,6 +275,10 @@ class BookieStorage {
 
   void Enqueue(std::unique_ptr<WriteRequest> req);
   void WriterLoop();
+  // Writer thread: when the queue holds fewer than half as many items as
+  // recent batches, waits (at most the recent sync time, capped by
+  // group_commit_wait_max) for more to arrive.
+  void AwaitGroupLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ProcessBatch(std::vector<std::unique_ptr<WriteRequest>>& batch);
   // Writes and syncs the batch's items; false if it failed (read-only now).
   bool WriteBatchToJournal(std::vector<std::unique_ptr<WriteRequest>>& batch, bool force_sync);
@@ -352,6 +363,13 @@ class BookieStorage {
   uint64_t bytes_since_checkpoint_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t entries_added_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t syncs_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t group_commit_waits_ ABSL_GUARDED_BY(mu_) = 0;
+  // Items (adds, fences, GC copies) in queue_.
+  uint64_t queued_items_ ABSL_GUARDED_BY(mu_) = 0;
+  // The writer thread's own: moving averages of the adds and fences per
+  // batch and of the fdatasync time (group commit wait).
+  double recent_batch_items_ = 0;
+  absl::Duration recent_sync_time_;
   uint64_t corrupt_records_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<bool> read_only_flag_{false};
 

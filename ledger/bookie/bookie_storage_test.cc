@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "base/fault_env.h"
 #include "base/fault_point.h"
 #include "gtest/gtest.h"
 #include "ledger/bookie/test_util.h"
@@ -224,6 +225,81 @@ TEST_F(StorageTest, ConcurrentAddsShareSyncs) {
   const uint64_t syncs = s->GetStats().syncs - syncs_before;
   EXPECT_GE(syncs, 1u);
   EXPECT_LE(syncs, static_cast<uint64_t>(kAdds / 4)) << "adds are not sharing syncs";
+}
+
+// Group commit wait (docs/bookie-format.md, "Write batches"). After batches
+// of 64 items a batch of 1 waits for more; the 40 items that come while it
+// waits join it, it stops waiting at once, and all 41 share one fdatasync
+// instead of taking one each. The first sync takes 3 s, so the recent sync
+// time (which bounds the wait) stays above a second for the test: a wait
+// that ignored its group would show.
+TEST_F(StorageTest, ASmallBatchAfterLargerOnesWaitsForTheRestOfItsGroup) {
+  FaultInjectionEnv env(Env::Default());
+  StorageOptions o = Options();
+  o.env = &env;
+  o.group_commit_wait_max = absl::Seconds(60);  // bounded by the sync time
+  auto s = Open(o);
+  for (int b = 0; b < 10; ++b) {
+    env.SetSyncDelay(b == 0 ? absl::Seconds(3) : absl::Milliseconds(10));
+    EntryBatch batch;
+    for (int e = 0; e < 64; ++e) batch.Add(1, b * 64 + e);
+    ASSERT_EQ(AddSync(*s, batch), std::vector<Code>(64, v1::OK));
+  }
+  const StorageStats before = s->GetStats();
+  EntryBatch one, forty;
+  one.Add(2, 0);
+  for (int e = 0; e < 40; ++e) forty.Add(3, e);
+  absl::Notification one_done, forty_done;
+  std::vector<Code> one_codes, forty_codes;
+  s->Add(one.views(), false, [&](std::vector<Code> c) {
+    one_codes = std::move(c);
+    one_done.Notify();
+  });
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (s->GetStats().group_commit_waits == before.group_commit_waits && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(s->GetStats().group_commit_waits, before.group_commit_waits + 1)
+      << "the small batch did not wait for its group";
+  const absl::Time start = absl::Now();
+  s->Add(forty.views(), false, [&](std::vector<Code> c) {
+    forty_codes = std::move(c);
+    forty_done.Notify();
+  });
+  one_done.WaitForNotification();
+  forty_done.WaitForNotification();
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(700))
+      << "the wait did not end when its group arrived";
+  EXPECT_EQ(one_codes, std::vector<Code>(1, v1::OK));
+  EXPECT_EQ(forty_codes, std::vector<Code>(40, v1::OK));
+  const StorageStats after = s->GetStats();
+  EXPECT_EQ(after.syncs - before.syncs, 1u) << "the group took more than one sync";
+  EXPECT_EQ(after.group_commit_waits - before.group_commit_waits, 1u);
+}
+
+// The wait never costs a writer whose batches are all alike (a lone writer
+// with one add in flight): its batches are never below half the usual size.
+// And a small batch that nothing follows is written after about one sync
+// time, not after group_commit_wait_max.
+TEST_F(StorageTest, BatchesOfTheUsualSizeNeverWaitAndAWaitEndsByItself) {
+  FaultInjectionEnv env(Env::Default());
+  env.SetSyncDelay(absl::Milliseconds(20));
+  StorageOptions o = Options();
+  o.env = &env;
+  o.group_commit_wait_max = absl::Seconds(60);
+  auto s = Open(o);
+  for (int e = 0; e < 20; ++e) ASSERT_EQ(AddOne(*s, 1, e), v1::OK);
+  EXPECT_EQ(s->GetStats().group_commit_waits, 0u);
+
+  for (int b = 0; b < 10; ++b) {
+    EntryBatch batch;
+    for (int e = 0; e < 64; ++e) batch.Add(2, b * 64 + e);
+    ASSERT_EQ(AddSync(*s, batch), std::vector<Code>(64, v1::OK));
+  }
+  const absl::Time start = absl::Now();
+  ASSERT_EQ(AddOne(*s, 3, 0), v1::OK);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "waited for group_commit_wait_max";
+  EXPECT_EQ(s->GetStats().group_commit_waits, 1u);
 }
 
 TEST_F(StorageTest, InstanceIdIsCreatedOnceAndKept) {

@@ -76,6 +76,7 @@ void BookieStorage::Enqueue(std::unique_ptr<WriteRequest> req) {
     absl::MutexLock l(&mu_);
     if (!stopping_ && !read_only_) {
       if (queue_.empty()) writer_cv_.Signal();
+      queued_items_ += req->items.size();
       queue_.push_back(std::move(req));
       return;
     }
@@ -97,21 +98,56 @@ void BookieStorage::SubmitAndWait(std::unique_ptr<WriteRequest> req) {
   done.WaitForNotification();
 }
 
+void BookieStorage::AwaitGroupLocked() {
+  const absl::Duration wait = std::min(options_.group_commit_wait_max, recent_sync_time_);
+  const double want = recent_batch_items_ / 2;
+  // queued_items_ == 0: only barriers, which write nothing in sync mode.
+  if (wait <= absl::ZeroDuration() || stopping_ || read_only_ || queued_items_ == 0 ||
+      static_cast<double>(queued_items_) >= want) {
+    return;
+  }
+  ++group_commit_waits_;
+  auto enough = [this, want]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || read_only_ || static_cast<double>(queued_items_) >= want;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&enough), wait);
+}
+
 void BookieStorage::WriterLoop() {
+  // After this long without work, earlier batch sizes say nothing about
+  // the next ones: the group commit wait starts afresh.
+  constexpr absl::Duration kForgetBatchesAfterIdle = absl::Milliseconds(10);
   std::vector<std::unique_ptr<WriteRequest>> batch;
   while (true) {
     batch.clear();
     {
       absl::MutexLock l(&mu_);
-      while (queue_.empty() && !stopping_) writer_cv_.Wait(&mu_);
+      if (queue_.empty() && !stopping_) {
+        const absl::Time idle_since = absl::Now();
+        while (queue_.empty() && !stopping_) writer_cv_.Wait(&mu_);
+        if (absl::Now() - idle_since > kForgetBatchesAfterIdle) recent_batch_items_ = 0;
+      }
       if (queue_.empty()) return;  // stopping, and every request answered
+      AwaitGroupLocked();
       uint64_t bytes = 0;
+      uint64_t items = 0;
+      uint64_t client_items = 0;  // adds and fences: what a group is made of
       size_t take = 0;
       while (take < queue_.size() && (take == 0 || bytes < options_.max_batch_bytes)) {
         for (const WriteItem& item : queue_[take]->items) {
           bytes += kRecordHeaderSize + item.entry.payload.size();
+          client_items += item.kind != WriteItem::Kind::kCopy;
         }
+        items += queue_[take]->items.size();
         ++take;
+      }
+      queued_items_ -= items;
+      if (client_items > 0) {
+        // One backlog (after a stall) must not make the usual batches look
+        // small: a batch counts for at most twice the average, plus 64.
+        const double sample =
+            std::min(static_cast<double>(client_items), 2 * recent_batch_items_ + 64);
+        recent_batch_items_ = 0.9 * recent_batch_items_ + 0.1 * sample;
       }
       if (take == queue_.size()) {
         batch.swap(queue_);
@@ -271,7 +307,14 @@ bool BookieStorage::WriteBatchToJournal(std::vector<std::unique_ptr<WriteRequest
     return false;
   }
   if (options_.sync || force_sync) {
+    const absl::Time start = absl::Now();
     s = journal_->Sync();
+    if (options_.sync) {
+      const absl::Duration took = absl::Now() - start;
+      recent_sync_time_ = recent_sync_time_ == absl::ZeroDuration()
+                              ? took
+                              : 0.9 * recent_sync_time_ + 0.1 * took;
+    }
     if (!s.ok()) {
       EnterReadOnly(absl::StrCat("journal fdatasync failed: ", s.ToString()));
       return false;
