@@ -51,10 +51,12 @@ constexpr char kUsage[] =
     "usage: ledgerkv <command> [flags]\n"
     "commands:\n"
     "  bookie --data-dir DIR --listen HOST:PORT [--add-listen HOST:PORT|off]\n"
-    "         [--bookie-id ID] [--no-sync]\n"
+    "         [--bookie-id ID] [--no-sync] [--no-group-commit-wait]\n"
     "         [--metadata etcd://HOST:PORT[,HOST:PORT...]] [--cluster NAME]\n"
     "      run a bookie (ledger storage node). --no-sync skips fdatasync on adds:\n"
     "      acknowledged entries can be lost on power failure (off by default).\n"
+    "      --no-group-commit-wait: a small write batch never waits (up to one sync,\n"
+    "      at most 1 ms) for the rest of its group (docs/bookie-format.md).\n"
     "      with --metadata the bookie registers itself (ephemeral), checks its cookie\n"
     "      and reclaims the space of deleted ledgers. --add-listen: the add port\n"
     "      (plain TCP frames for Add, docs/add-transport.md; default: the --listen\n"
@@ -181,7 +183,9 @@ int RunBookie(const std::vector<std::string>& args) {
        StringFlag("--add-listen", &options.add_listen),
        StringFlag("--bookie-id", &options.bookie_id), StringFlag("--metadata", &metadata_uri),
        StringFlag("--cluster", &options.cluster),
-       SwitchFlag("--no-sync", [&] { options.sync = false; })});
+       SwitchFlag("--no-sync", [&] { options.sync = false; }),
+       SwitchFlag("--no-group-commit-wait",
+                  [&] { options.group_commit_wait_max = absl::ZeroDuration(); })});
   if (exit.has_value()) return *exit;
   if (options.data_dir.empty()) return Usage("bookie: --data-dir is required");
   if (options.listen.empty()) return Usage("bookie: --listen is required");

@@ -69,6 +69,7 @@ absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions 
   so.dir = s->options_.data_dir;
   so.env = s->options_.env;
   so.sync = s->options_.sync;
+  so.group_commit_wait_max = s->options_.group_commit_wait_max;
   ASSIGN_OR_RETURN(s->storage_, BookieStorage::Open(std::move(so)));
   s->instance_id_ = s->storage_->instance_id();
 

@@ -58,6 +58,9 @@ struct BookieOptions {
   std::string bookie_id;
   // false: relaxed mode without fdatasync on adds (see docs/bookie-format.md).
   bool sync = true;
+  // StorageOptions::group_commit_wait_max (docs/bookie-format.md, "Write
+  // batches"); zero turns the group commit wait off.
+  absl::Duration group_commit_wait_max = absl::Milliseconds(1);
   // File layer for the journal (nullptr: Env::Default()). Must outlive the server.
   Env* env = nullptr;
   // Optional; must outlive the server. Enables the cookie check,

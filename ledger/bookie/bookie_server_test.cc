@@ -267,6 +267,50 @@ TEST_F(BookieServerTest, ReadOnlyIsPublishedInTheRegistration) {
   server.reset();
 }
 
+// The group commit wait is on by default and an operator can turn it off
+// (ledgerkv bookie --no-group-commit-wait): after batches of 64 entries,
+// one entry alone waits for the rest of its group (GetInfo counts it);
+// with the wait off, the same adds never wait.
+TEST_F(BookieServerTest, GroupCommitWaitIsOnByDefaultAndCanBeTurnedOff) {
+  for (const bool off : {false, true}) {
+    BookieOptions o = Options();
+    o.metadata = nullptr;
+    o.data_dir = NewTempDir(off ? "no-wait" : "wait");
+    if (off) o.group_commit_wait_max = absl::ZeroDuration();
+    auto server = Start(o);
+    ASSERT_NE(server, nullptr);
+    auto stub = v1::Bookie::NewStub(
+        grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+    auto add = [&](uint64_t ledger, int64_t first, int count) {
+      v1::AddRequest req;
+      for (int64_t id = first; id < first + count; ++id) {
+        v1::Entry* e = req.add_entries();
+        e->set_ledger_id(ledger);
+        e->set_entry_id(id);
+        e->set_lac(-1);
+        e->set_payload("data");
+        e->set_checksum(EntryChecksum(ledger, id, -1, "data"));
+      }
+      v1::AddResponse resp;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      ASSERT_TRUE(stub->Add(&ctx, req, &resp).ok());
+      for (const auto& r : resp.results()) ASSERT_EQ(r.code(), v1::OK);
+    };
+    for (int b = 0; b < 10; ++b) add(1, b * 64, 64);
+    add(2, 0, 1);
+    v1::GetInfoResponse info;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ASSERT_TRUE(stub->GetInfo(&ctx, v1::GetInfoRequest(), &info).ok());
+    if (off) {
+      EXPECT_EQ(info.group_commit_waits(), 0u);
+    } else {
+      EXPECT_GE(info.group_commit_waits(), 1u);
+    }
+  }
+}
+
 TEST_F(BookieServerTest, GcWithoutMetadataIsRefused) {
   BookieOptions o = Options();
   o.metadata = nullptr;
