@@ -302,6 +302,51 @@ TEST_F(StorageTest, BatchesOfTheUsualSizeNeverWaitAndAWaitEndsByItself) {
   EXPECT_EQ(s->GetStats().group_commit_waits, 1u);
 }
 
+// A bookie shutting down does not sit out a group commit wait, nor refuse
+// the add that was waiting: Close ends the wait at once, and the add is
+// written, synced and acknowledged, and is there after a restart.
+TEST_F(StorageTest, CloseEndsAGroupCommitWaitAndTheWaitingAddIsStillStored) {
+  FaultInjectionEnv env(Env::Default());
+  StorageOptions o = Options();
+  o.env = &env;
+  o.group_commit_wait_max = absl::Seconds(60);  // bounded by the sync time
+  auto s = Open(o);
+  // Batches of 64, and a recent sync time of about 2 s (3 s, then three
+  // of 10 ms): a lone add now waits about 2 s for the rest of its group.
+  for (int b = 0; b < 4; ++b) {
+    env.SetSyncDelay(b == 0 ? absl::Seconds(3) : absl::Milliseconds(10));
+    EntryBatch batch;
+    for (int e = 0; e < 64; ++e) batch.Add(1, b * 64 + e);
+    ASSERT_EQ(AddSync(*s, batch), std::vector<Code>(64, v1::OK));
+  }
+  const uint64_t waits_before = s->GetStats().group_commit_waits;
+  EntryBatch one;
+  one.Add(2, 0);
+  absl::Notification done;
+  std::vector<Code> codes;
+  s->Add(one.views(), false, [&](std::vector<Code> c) {
+    codes = std::move(c);
+    done.Notify();
+  });
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (s->GetStats().group_commit_waits == waits_before && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(s->GetStats().group_commit_waits, waits_before + 1) << "the add did not wait";
+  ASSERT_FALSE(done.HasBeenNotified());
+  const absl::Time start = absl::Now();
+  s->Close();
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(1000)) << "Close sat out the wait";
+  ASSERT_TRUE(done.HasBeenNotified()) << "Close returned before answering the add";
+  EXPECT_EQ(codes, std::vector<Code>(1, v1::OK));
+  s.reset();
+  auto reopened = Open();
+  ASSERT_NE(reopened, nullptr);
+  std::string payload;
+  EXPECT_EQ(ReadBack(*reopened, 2, 0, &payload), v1::OK);
+  EXPECT_EQ(payload, testing::Payload(2, 0));
+}
+
 TEST_F(StorageTest, InstanceIdIsCreatedOnceAndKept) {
   auto s = Open();
   const std::string id = s->instance_id();
