@@ -51,12 +51,13 @@ constexpr char kUsage[] =
     "usage: ledgerkv <command> [flags]\n"
     "commands:\n"
     "  bookie --data-dir DIR --listen HOST:PORT [--add-listen HOST:PORT|off]\n"
-    "         [--bookie-id ID] [--no-sync] [--no-group-commit-wait]\n"
+    "         [--bookie-id ID] [--no-sync] [--no-group-commit-wait | --group-commit-wait-max-us US]\n"
     "         [--metadata etcd://HOST:PORT[,HOST:PORT...]] [--cluster NAME]\n"
     "      run a bookie (ledger storage node). --no-sync skips fdatasync on adds:\n"
     "      acknowledged entries can be lost on power failure (off by default).\n"
-    "      --no-group-commit-wait: a small write batch never waits (up to one sync,\n"
-    "      at most 1 ms) for the rest of its group (docs/bookie-format.md).\n"
+    "      a small write batch waits up to one recent sync time, but at most US\n"
+    "      microseconds (default 1000, at most 100000), for the rest of its group\n"
+    "      (docs/bookie-format.md); --no-group-commit-wait: it never waits.\n"
     "      with --metadata the bookie registers itself (ephemeral), checks its cookie\n"
     "      and reclaims the space of deleted ledgers. --add-listen: the add port\n"
     "      (plain TCP frames for Add, docs/add-transport.md; default: the --listen\n"
@@ -177,6 +178,8 @@ int RunBookie(const std::vector<std::string>& args) {
   ledgerkv::bookie::BookieOptions options;
   options.listen.clear();
   std::string metadata_uri;
+  bool no_wait = false;
+  std::optional<int64_t> wait_us;
   std::optional<int> exit = ParseFlags(
       "bookie", args,
       {StringFlag("--data-dir", &options.data_dir), StringFlag("--listen", &options.listen),
@@ -184,9 +187,21 @@ int RunBookie(const std::vector<std::string>& args) {
        StringFlag("--bookie-id", &options.bookie_id), StringFlag("--metadata", &metadata_uri),
        StringFlag("--cluster", &options.cluster),
        SwitchFlag("--no-sync", [&] { options.sync = false; }),
-       SwitchFlag("--no-group-commit-wait",
-                  [&] { options.group_commit_wait_max = absl::ZeroDuration(); })});
+       SwitchFlag("--no-group-commit-wait", [&] { no_wait = true; }),
+       PositiveFlag("--group-commit-wait-max-us", [&](int64_t n) { wait_us = n; })});
   if (exit.has_value()) return *exit;
+  // Longer than any disk's sync: the wait is bounded by one recent sync
+  // anyway, so a larger bound would only be a typo.
+  constexpr int64_t kMaxGroupCommitWaitUs = 100000;
+  if (no_wait && wait_us.has_value()) {
+    return Usage("bookie: --no-group-commit-wait and --group-commit-wait-max-us exclude each other");
+  }
+  if (wait_us.has_value() && *wait_us > kMaxGroupCommitWaitUs) {
+    return Usage(absl::StrCat("bookie: --group-commit-wait-max-us is at most ",
+                              kMaxGroupCommitWaitUs, " (100 ms)"));
+  }
+  if (no_wait) options.group_commit_wait_max = absl::ZeroDuration();
+  if (wait_us.has_value()) options.group_commit_wait_max = absl::Microseconds(*wait_us);
   if (options.data_dir.empty()) return Usage("bookie: --data-dir is required");
   if (options.listen.empty()) return Usage("bookie: --listen is required");
   if (!options.sync) {

@@ -254,8 +254,17 @@ TEST(BookieBinaryTest, UsageErrorsExitWithTwo) {
     return std::system((BinaryPath() + " " + args + " >/dev/null 2>&1").c_str());
   };
   EXPECT_EQ(WEXITSTATUS(run("bookie --listen 127.0.0.1:0")), 2);  // no --data-dir
-  EXPECT_EQ(WEXITSTATUS(run("server")), 2);                       // not yet implemented
+  EXPECT_EQ(WEXITSTATUS(run("server")), 2);                       // no --data-dir
   EXPECT_EQ(WEXITSTATUS(run("frobnicate")), 2);
+  // The group commit wait's bound: a positive number of microseconds, at
+  // most 100 ms, and not together with the switch that turns it off.
+  const std::string bookie = "bookie --data-dir /nonexistent/x --listen 127.0.0.1:0 ";
+  EXPECT_EQ(WEXITSTATUS(run(bookie + "--group-commit-wait-max-us 0")), 2);
+  EXPECT_EQ(WEXITSTATUS(run(bookie + "--group-commit-wait-max-us 100001")), 2);
+  EXPECT_EQ(WEXITSTATUS(run(bookie + "--group-commit-wait-max-us 500 --no-group-commit-wait")),
+            2);
+  // A valid bound passes the flags; the start then fails on the data dir.
+  EXPECT_EQ(WEXITSTATUS(run(bookie + "--group-commit-wait-max-us 100000")), 1);
 }
 
 }  // namespace
