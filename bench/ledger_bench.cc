@@ -3,14 +3,16 @@
 // the raw disk's limits measured in the same run (docs/performance.md).
 //
 //   ledger-bench [--dir DIR] [--seconds S] [--repeat N] [--quick]
-//                [--filter SUBSTR] [--rpcs-in-flight N] [--no-add-port]
+//                [--filter SUBSTR] [--rpcs-in-flight N] [--entries-per-rpc N]
+//                [--no-add-port]
 //
 // --repeat N (default 3; 1 with --quick) measures the whole matrix N times,
 // probing the disk again before each pass, and ends with the median of each
 // row and of the disk figures, and the range of the per-pass ratios.
 // --filter runs only the rows whose "config/entry/in-flight" name contains
 // SUBSTR (e.g. "E1,Qw1,Qa1/100/64"), for profiling one of them.
-// --rpcs-in-flight sets ClientOptions.max_rpcs_in_flight_per_bookie.
+// --rpcs-in-flight sets ClientOptions.max_rpcs_in_flight_per_bookie, and
+// --entries-per-rpc ClientOptions.max_entries_per_add_rpc (default 512).
 // --no-add-port sends adds over the Add RPC instead of the bookies' add
 // ports (docs/add-transport.md), for comparing the two transports.
 // The ent/sync column is the number of entries per bookie journal sync
@@ -285,6 +287,8 @@ int Main(int argc, char** argv) {
       client_options.use_add_port = false;
     } else if (a == "--rpcs-in-flight" && i + 1 < argc) {
       client_options.max_rpcs_in_flight_per_bookie = std::atoi(argv[++i]);
+    } else if (a == "--entries-per-rpc" && i + 1 < argc) {
+      client_options.max_entries_per_add_rpc = std::atoi(argv[++i]);
     } else if (a == "--filter" && i + 1 < argc) {
       filter = argv[++i];
     } else if (a == "--repeat" && i + 1 < argc) {
@@ -295,7 +299,7 @@ int Main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: ledger-bench [--dir DIR] [--seconds S] [--repeat N] [--quick] "
-                   "[--filter SUBSTR] [--rpcs-in-flight N] [--no-add-port]\n");
+                   "[--filter SUBSTR] [--rpcs-in-flight N] [--entries-per-rpc N] [--no-add-port]\n");
       return 2;
     }
   }
