@@ -170,7 +170,29 @@ absl::Status BookieStorage::Init() {
   RETURN_IF_ERROR(env_->CreateDirIfMissing(options_.dir));
   ASSIGN_OR_RETURN(std::vector<std::string> children, env_->GetChildren(options_.dir));
   RETURN_IF_ERROR(LoadOrCreateInstanceId(children));
-  ASSIGN_OR_RETURN(index_, Index::Open(absl::StrCat(options_.dir, "/", kIndexDir)));
+  // A checkpoint says the index holds everything before its position, and
+  // journal files before it may be deleted (GC): an index lost after the
+  // first checkpoint cannot be rebuilt from the journal. Opening it empty
+  // would answer "no such entry" for acknowledged entries and forget fence
+  // marks (a deposed writer could add again), so the bookie refuses to
+  // start. Only a directory without a checkpoint may create the index: a
+  // new one, or one whose first start stopped before its first checkpoint
+  // (replay then starts at the first journal file and loses nothing).
+  const bool has_checkpoint =
+      std::find(children.begin(), children.end(), kCheckpointFile) != children.end();
+  {
+    const std::string index_dir = absl::StrCat(options_.dir, "/", kIndexDir);
+    absl::StatusOr<std::unique_ptr<Index>> index = Index::Open(index_dir, !has_checkpoint);
+    if (absl::IsDataLoss(index.status())) {
+      return absl::DataLossError(absl::StrCat(
+          index.status().message(), ", but ", options_.dir, "/", kCheckpointFile,
+          " says it holds the entries and fence marks of the journal before the checkpoint, "
+          "which the journal alone cannot restore. Restore the data directory whole, or wipe "
+          "it: the bookie then starts as a new instance holding none of its old entries"));
+    }
+    if (!index.ok()) return index.status();
+    index_ = std::move(*index);
+  }
   {
     absl::MutexLock l(&mu_);
     RETURN_IF_ERROR(index_->ForEachLedger(

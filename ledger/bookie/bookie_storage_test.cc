@@ -1,6 +1,7 @@
 #include "ledger/bookie/bookie_storage.h"
 
 #include <atomic>
+#include <filesystem>
 #include <thread>
 #include <string>
 #include <vector>
@@ -345,6 +346,29 @@ TEST_F(StorageTest, CloseEndsAGroupCommitWaitAndTheWaitingAddIsStillStored) {
   std::string payload;
   EXPECT_EQ(ReadBack(*reopened, 2, 0, &payload), v1::OK);
   EXPECT_EQ(payload, testing::Payload(2, 0));
+}
+
+// L2, L5, L10: after a checkpoint the index alone holds where the entries
+// before it are and which ledgers are fenced (the journal before it may be
+// gone). A bookie whose index was deleted must not start with an empty one
+// and answer "no such entry" for acknowledged entries or take a deposed
+// writer's adds: it refuses to start, and leaves the directory as it was.
+TEST_F(StorageTest, AnIndexLostAfterACheckpointIsRefusedNotServedAsEmpty) {
+  {
+    auto s = Open();
+    for (int64_t e = 0; e < 5; ++e) ASSERT_EQ(AddOne(*s, 1, e), v1::OK);
+    ASSERT_EQ(FenceSync(*s, 1), v1::OK);
+    ASSERT_TRUE(s->Checkpoint().ok());
+  }
+  std::filesystem::remove_all(dir_ + "/index");
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto reopened = BookieStorage::Open(Options());
+    ASSERT_FALSE(reopened.ok()) << "opened with an empty index";
+    EXPECT_TRUE(absl::IsDataLoss(reopened.status())) << reopened.status();
+    EXPECT_NE(reopened.status().message().find("index"), absl::string_view::npos)
+        << reopened.status();
+    EXPECT_FALSE(std::filesystem::exists(dir_ + "/index")) << "an empty index was created";
+  }
 }
 
 TEST_F(StorageTest, InstanceIdIsCreatedOnceAndKept) {

@@ -134,14 +134,20 @@ Index::Index(std::unique_ptr<rocksdb::DB> db) : db_(std::move(db)) {}
 
 Index::~Index() = default;
 
-absl::StatusOr<std::unique_ptr<Index>> Index::Open(const std::string& path) {
+absl::StatusOr<std::unique_ptr<Index>> Index::Open(const std::string& path, bool may_create) {
+  // RocksDB's CURRENT names its live MANIFEST: a database without it
+  // (deleted, or never created) would be opened as a new, empty one.
+  std::error_code ec;
+  if (!may_create && !std::filesystem::exists(path + "/CURRENT", ec)) {
+    return absl::DataLossError(absl::StrCat("index database ", path, " is missing",
+                                            ec ? absl::StrCat(" (", ec.message(), ")") : ""));
+  }
   // Created here rather than by RocksDB, which logs an ERROR about the
   // missing directory before creating it (on every new bookie).
-  std::error_code ec;
   std::filesystem::create_directories(path, ec);
   if (ec) return absl::InternalError(absl::StrCat("create ", path, ": ", ec.message()));
   rocksdb::Options options;
-  options.create_if_missing = true;
+  options.create_if_missing = may_create;
   // Without a WAL, a flush at close would be the only thing saving the
   // memtable; we checkpoint explicitly instead (and a crash must behave
   // like a close that skipped it, so that tests of replay are honest).

@@ -57,10 +57,11 @@ class Index {
     std::unique_ptr<rocksdb::WriteBatch> batch_;
   };
 
-  // Opens or creates the database in directory `path`.
-  // Errors: RocksDB could not open it (e.g. locked by another process:
-  // the data directory is in use).
-  static absl::StatusOr<std::unique_ptr<Index>> Open(const std::string& path);
+  // Opens the database in directory `path`, creating it if `may_create`.
+  // Errors: DATA_LOSS if it does not exist and !may_create; RocksDB could
+  // not open it (e.g. locked by another process: the data directory is in
+  // use; or damaged files).
+  static absl::StatusOr<std::unique_ptr<Index>> Open(const std::string& path, bool may_create);
   ~Index();
 
   // Applies `batch` (not synced: see the file comment).
