@@ -374,11 +374,35 @@ absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
                 stub->async()->Add(ctx, req, resp, std::move(cb));
               });
     }
-    gather->AwaitAll();
+    // Done once every entry has Qa acks from the calls answered so far (or
+    // every call answered): a slow or hung bookie of the write set must not
+    // hold recovery up once the others gave each entry its Qa acks. Calls
+    // still in flight then are cancelled with the gather; a replacement
+    // among them has acked nothing, so it gives its place back below.
+    auto enough = [&] {
+      std::vector<uint64_t> now = acked;
+      for (const auto& [call, ks] : calls) {
+        if (!call->done || !call->status.ok()) continue;
+        const uint64_t bit = uint64_t{1} << call->tag;
+        // Bookies answer one result per entry, in request order (an answer
+        // out of order only counts once every call is done, below).
+        const auto& results = call->response.results();
+        for (size_t j = 0; j < ks.size() && j < static_cast<size_t>(results.size()); ++j) {
+          const auto& result = results[static_cast<int>(j)];
+          if (result.code() == Code::OK && result.entry_id() == entries[ks[j]].entry_id()) {
+            now[ks[j]] |= bit;
+          }
+        }
+      }
+      return std::all_of(now.begin(), now.end(),
+                         [&](uint64_t mask) { return std::popcount(mask) >= Qa; });
+    };
+    gather->Await(enough);
     absl::flat_hash_set<int> failed;
     {
       absl::MutexLock l(&gather->mu());
       for (auto& [call, ks] : calls) {
+        if (!call->done) continue;  // cancelled with the gather
         const int i = call->tag;
         ForgetIfUnreachable(core, *call);
         if (!call->status.ok()) {
