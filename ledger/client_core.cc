@@ -8,6 +8,22 @@
 
 namespace ledgerkv::ledger {
 
+void SlowBookies::Mark(const std::string& bookie_id) {
+  absl::MutexLock l(&mu_);
+  until_[bookie_id] = absl::Now() + hold_;
+}
+
+void SlowBookies::Clear(const std::string& bookie_id) {
+  absl::MutexLock l(&mu_);
+  until_.erase(bookie_id);
+}
+
+bool SlowBookies::IsSlow(const std::string& bookie_id) const {
+  absl::MutexLock l(&mu_);
+  auto it = until_.find(bookie_id);
+  return it != until_.end() && absl::Now() < it->second;
+}
+
 absl::StatusOr<VersionedLedger> LoadLedger(const ClientCore& core, uint64_t id) {
   auto got = core.store->Get(core.keys.Ledger(id));
   if (absl::IsNotFound(got.status())) {

@@ -11,8 +11,11 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "ledger/bookie_pool.h"
 #include "ledger/options.h"
@@ -22,6 +25,26 @@
 
 namespace ledgerkv::ledger {
 
+// Bookies whose last read did not answer in time or could not be reached:
+// range reads plan around them for `hold`, so that a bookie that accepts
+// connections and never answers costs a long read one RPC deadline, not
+// one per round of reads (each round waits for all of its calls). A slow
+// bookie is still asked when no other replica is left to try. Thread-safe.
+class SlowBookies {
+ public:
+  explicit SlowBookies(absl::Duration hold) : hold_(hold) {}
+  // Slow from now until now + hold.
+  void Mark(const std::string& bookie_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // It answered: no longer slow.
+  void Clear(const std::string& bookie_id) ABSL_LOCKS_EXCLUDED(mu_);
+  bool IsSlow(const std::string& bookie_id) const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  const absl::Duration hold_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, absl::Time> until_ ABSL_GUARDED_BY(mu_);
+};
+
 struct ClientCore {
   explicit ClientCore(ClientOptions opts)
       : options(std::move(opts)),
@@ -29,13 +52,15 @@ struct ClientCore {
         keys(options.cluster),
         pool(options.metadata, keys, options.local_channel, options.local_add,
              options.use_add_port, std::min(options.rpc_timeout, absl::Seconds(2))),
-        placement(options.metadata, keys) {}
+        placement(options.metadata, keys),
+        slow_bookies(absl::Seconds(30)) {}
 
   const ClientOptions options;
   metadata::MetadataStore* const store;
   const metadata::Keys keys;
   BookiePool pool;
   Placement placement;
+  SlowBookies slow_bookies;
 };
 
 struct VersionedLedger {

@@ -291,6 +291,36 @@ TEST(LedgerWriterFailureTest, RecoveryReAddsDoNotWaitForAHungBookieOnceEntriesHa
   ExpectReadable(*reader, 0, 19);
 }
 
+// A long read pays a hung bookie's deadline once, not once per round of
+// reads: after its first read timed out, the later rounds ask the other
+// replicas (SlowBookies). 120 entries in 2-entry reads are 8 rounds of 8
+// reads; each round waits for all of its calls, and with rotation every
+// round gives the hung bookie some of them. Every entry is read intact.
+TEST(LedgerWriterFailureTest, ALongReadPaysAHungBookiesDeadlineOnceNotPerRound) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
+  HungBookie hung(cluster->store());
+  uint64_t id = 0;
+  {
+    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(120)));
+    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+    for (const auto& r : AppendRange(*writer, 0, 119, 16)) LKV_ASSERT_OK(r);
+    id = writer->id();
+  }
+  {
+    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(20)));
+    LKV_ASSIGN_OR_FAIL(auto closed, client->OpenLedger(id, OpenMode::kRecover));
+    ASSERT_GE(closed->metadata().last_entry_id(), 119);
+  }
+  ClientOptions options;
+  options.rpc_timeout = absl::Seconds(1);
+  options.max_entries_per_read_rpc = 2;
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(options));
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(id, OpenMode::kNoRecovery));
+  const absl::Time start = absl::Now();
+  ExpectReadable(*reader, 0, 119);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(4)) << "every round waited for the hung bookie";
+}
+
 // Entries 1..10 reach Qa while the writer's thread is busy in entry 0's
 // callback; then a recoverer fences the ledger and entry 11 is answered
 // FENCED. Entries 1..10 are durable and recovery keeps them: they must be

@@ -76,7 +76,11 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
     // Plan a round: consecutive chunks of at most `cap` outstanding entries;
     // in each chunk, repeatedly ask the bookie that can serve most of the
     // still-unassigned entries (ties rotate with the chunk number, so with
-    // E == Qw successive chunks go to different bookies).
+    // E == Qw successive chunks go to different bookies). Bookies that did
+    // not answer a recent read are asked only for what no other replica
+    // left to try holds (SlowBookies).
+    std::vector<bool> slow(E);
+    for (int i = 0; i < E; ++i) slow[i] = core.slow_bookies.IsSlow(segment.bookies(i));
     std::vector<ReadPlan> plans;
     auto it = outstanding.begin();
     for (int chunk = 0; it != outstanding.end() && chunk < kMaxChunksPerRound; ++chunk) {
@@ -94,9 +98,12 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
           }
         }
         int best = -1;
-        for (int k = 0; k < E; ++k) {
-          const int i = (chunk + k) % E;
-          if (count[i] > 0 && (best < 0 || count[i] > count[best])) best = i;
+        for (int pass = 0; pass < 2 && best < 0; ++pass) {
+          for (int k = 0; k < E; ++k) {
+            const int i = (chunk + k) % E;
+            if (pass == 0 && slow[i]) continue;
+            if (count[i] > 0 && (best < 0 || count[i] > count[best])) best = i;
+          }
         }
         if (best < 0) return Unresolved(ledger_id, unassigned.front(), outstanding[unassigned.front()]);
         // One read per bookie per chunk, even where the bookie does not
@@ -164,10 +171,15 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
         if (call->status.error_code() == grpc::StatusCode::UNAVAILABLE) {
           core.pool.Forget(call->bookie_id);
         }
+        if (call->status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+            call->status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+          core.slow_bookies.Mark(call->bookie_id);
+        }
         fail_assigned(false, absl::StrCat("bookie ", call->bookie_id, ": ",
                                           call->status.error_message()));
         continue;
       }
+      core.slow_bookies.Clear(call->bookie_id);  // it answered
       if (call->response.code() == Code::NO_SUCH_LEDGER) {
         for (int64_t e = plan.lo; e <= plan.hi; ++e) {
           auto o = outstanding.find(e);
