@@ -490,14 +490,14 @@ absl::StatusOr<VersionedLedger> RecoverOnce(ClientCore& core, const VersionedLed
   uint64_t length = 0;
   if (start >= 0) {
     // Confirmed, so it exists; read it for the ledger length up to it.
-    auto confirmed = ReadReplicas(core, md, start, start);
+    auto confirmed = ReadEntryFromAnyReplica(core, md, start);
     if (!confirmed.ok()) {
       const absl::Status& s = confirmed.status();
       return absl::Status(absl::IsDataLoss(s) ? s.code() : absl::StatusCode::kUnavailable,
                           absl::StrCat("recovery of ", Describe(md), ": cannot read confirmed entry ",
                                        start, ": ", s.message()));
     }
-    length = CumulativeLength(confirmed->front());
+    length = CumulativeLength(*confirmed);
   }
 
   auto recovered = ReadForward(core, md, start, std::move(fenced->confirmed));

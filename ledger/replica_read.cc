@@ -266,6 +266,95 @@ absl::StatusOr<std::vector<Entry>> ReadReplicas(ClientCore& core,
   return out;
 }
 
+absl::StatusOr<Entry> ReadEntryFromAnyReplica(ClientCore& core,
+                                              const meta::v1::LedgerMetadata& metadata,
+                                              int64_t entry_id) {
+  const int E = metadata.ensemble_size();
+  const int Qw = metadata.write_quorum();
+  const uint64_t ledger_id = metadata.id();
+  int s = metadata.segments_size() - 1;
+  while (s > 0 && metadata.segments(s).first_entry_id() > entry_id) --s;
+  const meta::v1::Segment& segment = metadata.segments(s);
+
+  auto gather = ReadGather::Make();
+  std::vector<ReadGather::Call*> calls;
+  for (int i : WriteSet(entry_id, E, Qw)) {
+    ReadGather::Call* call = gather->Add(i, segment.bookies(i));
+    call->request.set_expected_instance_id(InstanceOf(segment, i));
+    call->request.set_ledger_id(ledger_id);
+    call->request.set_first_entry_id(entry_id);
+    call->request.set_count(1);
+    call->request.set_max_bytes(core.options.max_bytes_per_read_rpc);
+    calls.push_back(call);
+  }
+  for (ReadGather::Call* call : calls) {
+    auto conn = core.pool.ForBookie(call->bookie_id);
+    if (!conn.ok()) {
+      gather->Fail(call, grpc::Status(grpc::StatusCode::UNAVAILABLE, conn.status().ToString()));
+      continue;
+    }
+    gather->Start(call, *std::move(conn), core.options.rpc_timeout,
+                  [](auto* stub, auto* ctx, auto* req, auto* resp, auto cb) {
+                    stub->async()->Read(ctx, req, resp, std::move(cb));
+                  });
+  }
+  // An intact copy from any replica ends the wait.
+  const auto intact = [&](const ReadGather::Call& call) {
+    if (!call.done || !call.status.ok() || call.response.code() != Code::OK) return false;
+    for (const auto& result : call.response.results()) {
+      if (result.entry_id() == entry_id && result.code() == Code::OK &&
+          VerifyEntry(result.entry(), ledger_id, entry_id, call.bookie_id).ok()) {
+        return true;
+      }
+    }
+    return false;
+  };
+  gather->Await([&] {
+    return std::any_of(calls.begin(), calls.end(), [&](ReadGather::Call* c) { return intact(*c); });
+  });
+  // Every call is done here, or one has an intact copy (read under mu()).
+  absl::MutexLock l(&gather->mu());
+  EntryReads reads;
+  for (ReadGather::Call* call : calls) {
+    if (!call->done) continue;  // another replica answered; cancelled with the gather
+    if (!call->status.ok()) {
+      if (call->status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+          call->status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+        core.slow_bookies.Mark(call->bookie_id);
+      }
+      reads.errors++;
+      reads.last_problem = absl::StrCat("bookie ", call->bookie_id, ": ", call->status.error_message());
+      continue;
+    }
+    core.slow_bookies.Clear(call->bookie_id);
+    if (intact(*call)) {
+      for (const auto& result : call->response.results()) {
+        if (result.entry_id() == entry_id && result.code() == Code::OK &&
+            VerifyEntry(result.entry(), ledger_id, entry_id, call->bookie_id).ok()) {
+          return result.entry();
+        }
+      }
+    }
+    Code code = call->response.code();
+    if (code == Code::OK) {
+      code = Code::NO_SUCH_ENTRY;  // answered, but without the entry
+      for (const auto& result : call->response.results()) {
+        if (result.entry_id() != entry_id) continue;
+        code = result.code() == Code::OK ? Code::CORRUPT : result.code();
+      }
+    }
+    if (code == Code::NO_SUCH_ENTRY || code == Code::NO_SUCH_LEDGER) {
+      reads.no_such++;
+    } else if (code == Code::CORRUPT) {
+      reads.corrupt++;
+    } else {
+      reads.errors++;
+    }
+    reads.last_problem = absl::StrCat("bookie ", call->bookie_id, ": ", CodeName(code));
+  }
+  return Unresolved(ledger_id, entry_id, reads);
+}
+
 absl::StatusOr<int64_t> ReadLacFromBookies(ClientCore& core,
                                            const meta::v1::LedgerMetadata& metadata,
                                            int64_t wait_if_lac_at_most, absl::Duration wait) {

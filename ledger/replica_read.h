@@ -29,6 +29,14 @@ namespace ledgerkv::ledger {
 absl::StatusOr<std::vector<bookie::v1::Entry>> ReadReplicas(
     ClientCore& core, const meta::v1::LedgerMetadata& metadata, int64_t first, int64_t last);
 
+// Returns the verified entry `entry_id`, which must exist (it is confirmed),
+// asking every replica of its write set at once and taking the first intact
+// copy: one slow or hung replica does not hold the caller up (recovery
+// reads the confirmed entry it starts from this way). Errors as
+// ReadReplicas.
+absl::StatusOr<bookie::v1::Entry> ReadEntryFromAnyReplica(
+    ClientCore& core, const meta::v1::LedgerMetadata& metadata, int64_t entry_id);
+
 // Returns the LAC of an unclosed ledger as the bookies of its last segment
 // know it: the highest LAC piggybacked on any entry they hold, and at least
 // last segment's first entry - 1 (a segment begins after the LAC of the
