@@ -472,6 +472,56 @@ TEST(LedgerWriterFailureTest, AWriterDestroyedDuringAnEnsembleChangeLeavesTheMet
   ExpectReadable(*reader, 0, reader->last_readable());
 }
 
+// The store fails every attempt of an ensemble change's CAS, so the writer
+// ends (UNAVAILABLE) without knowing whether the change landed; then it
+// turns out it did. That is this writer's own change, not a takeover: Close
+// seals the ledger on top of it, at the writer's LAC, instead of reporting
+// "fenced" and leaving the ledger open for someone to recover.
+TEST(LedgerWriterFailureTest, CloseAfterAnEnsembleChangeOfUnknownOutcomeSealsTheLedger) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
+  FlakyStore flaky(cluster->store());
+  ClientOptions options;
+  options.metadata = &flaky;
+  options.rpc_timeout = absl::Seconds(2);
+  options.metadata_retries = 3;
+  LKV_ASSIGN_OR_FAIL(auto client, LedgerClient::Create(options));
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+  for (const auto& r : AppendRange(*writer, 0, 4, 4)) LKV_ASSERT_OK(r);
+  const meta::v1::LedgerMetadata before = writer->metadata();
+  const std::string id = std::to_string(writer->id());
+  auto failed = std::make_shared<Once>();
+  FaultPoints::Get().Arm("ledger.writer.failed", [id, failed](std::string_view ledger) {
+    if (ledger == id) failed->Notify();
+    return false;
+  });
+
+  flaky.defer_puts = options.metadata_retries;  // every attempt: UNAVAILABLE, applied later
+  cluster->StopBookie(cluster->IndexOf(before.segments(0).bookies(2)));
+  Results results;
+  writer->AppendAsync(PayloadFor(5), results.Callback());
+  ASSERT_TRUE(failed->note.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  ASSERT_EQ(results.WaitFor(1).size(), 1u);
+  EXPECT_FALSE(writer->Append(PayloadFor(6)).ok()) << "an ended writer acknowledged an append";
+  const std::vector<absl::Status> applied = flaky.ApplyDeferredPuts();
+  ASSERT_FALSE(applied.empty());
+  LKV_ASSERT_OK(applied[0]);  // the change landed after all
+  LKV_ASSIGN_OR_FAIL(const auto changed, client->GetLedgerMetadata(writer->id()));
+  ASSERT_EQ(changed.segments_size(), 2) << changed.ShortDebugString();
+
+  const int64_t lac = writer->lac();
+  EXPECT_GE(lac, 4);
+  LKV_ASSERT_OK(writer->Close());
+  LKV_ASSIGN_OR_FAIL(const auto closed, client->GetLedgerMetadata(writer->id()));
+  EXPECT_EQ(closed.state(), meta::v1::CLOSED);
+  EXPECT_EQ(closed.last_entry_id(), lac);
+  EXPECT_EQ(closed.segments_size(), 2) << "the close dropped the writer's own ensemble change";
+  LKV_ASSIGN_OR_FAIL(auto other, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, other->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+  EXPECT_EQ(reader->last_readable(), lac);
+  ExpectReadable(*reader, 0, lac);
+}
+
 TEST(LedgerWriterFailureTest, TransientStoreFailuresDuringEnsembleChangeAreRetried) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
   FlakyStore flaky(cluster->store());

@@ -587,6 +587,10 @@ void WriterState::RunEnsembleChange() {
       break;
     }
     if (!absl::IsAborted(stored.status()) || attempt >= 10) {
+      if (!absl::IsAborted(stored.status())) {
+        absl::MutexLock l(&mu_);
+        in_doubt_change_ = next;  // the store failed: it may have landed
+      }
       finish(absl::UnavailableError(absl::StrCat("ledger ", id_,
                                                  ": cannot record an ensemble change: ",
                                                  stored.status().message())),
@@ -606,6 +610,12 @@ void WriterState::RunEnsembleChange() {
       }
     }
     if (!reread.ok()) {
+      {
+        // The conflict may have been this writer's own write, landed by an
+        // attempt whose reply was lost.
+        absl::MutexLock l(&mu_);
+        in_doubt_change_ = next;
+      }
       finish(absl::UnavailableError(absl::StrCat("ledger ", id_,
                                                  ": cannot re-read metadata after a conflict: ",
                                                  reread.status().message())),
@@ -715,9 +725,16 @@ absl::Status WriterState::Close() {
     }
     if (now.state() != meta::v1::OPEN || !SameSegments(now, closed)) {
       absl::MutexLock l(&mu_);
-      fenced_ = true;
-      SetErrorLocked(FencedError(id_), false);
-      return FencedError(id_);
+      // This writer's own ensemble change, which it could not confirm
+      // before it ended: not a takeover. Seal on top of it (its new
+      // segment starts at most one past the LAC the close records).
+      const bool own_change = now.state() == meta::v1::OPEN && in_doubt_change_.has_value() &&
+                              SameSegments(now, *in_doubt_change_);
+      if (!own_change) {
+        fenced_ = true;
+        SetErrorLocked(FencedError(id_), false);
+        return FencedError(id_);
+      }
     }
     closed = now;
     closed.set_state(meta::v1::CLOSED);

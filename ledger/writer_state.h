@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -228,6 +229,11 @@ class WriterState {
   // Slots that got entries while sending was held back (delivering_).
   uint64_t held_slots_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
+  // The metadata of an ensemble change whose CAS was sent when the writer
+  // ended without learning whether it landed (the store kept failing).
+  // Close finds it landed when the stored segments are exactly these: the
+  // ledger was then changed by this writer, not taken over, and is sealed.
+  std::optional<meta::v1::LedgerMetadata> in_doubt_change_ ABSL_GUARDED_BY(mu_);
   bool fenced_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
