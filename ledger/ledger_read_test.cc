@@ -19,8 +19,11 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "base/fault_point.h"
+#include "ledger/client_core.h"
 #include "ledger/entry_format.h"
 #include "ledger/ledger_test_util.h"
+#include "ledger/replica_read.h"
 #include "proto/bookie.grpc.pb.h"
 
 namespace ledgerkv::ledger {
@@ -335,6 +338,50 @@ TEST(LedgerReadTest, L10_CorruptReplicaIsSkippedAndNoIntactReplicaIsDataLoss) {
   EXPECT_EQ(lost.status().code(), absl::StatusCode::kDataLoss) << lost.status();
   EXPECT_EQ(reader->Read(0, 9).status().code(), absl::StatusCode::kDataLoss);
   ExpectReadable(*reader, 7, 9);
+}
+
+// Recovery reads the confirmed entry it starts from on every replica at
+// once (ReadEntryFromAnyReplica), under the range reader's rules: an intact
+// copy wins; a corrupt copy is never absence (L10) and DATA_LOSS needs every
+// replica's answer; and a reply that holds nothing for the entry is no
+// answer at all (only a positive NO_SUCH_ENTRY counts towards absence), so
+// the entry is then UNAVAILABLE, not lost.
+TEST(LedgerReadTest, L10_ReadingOneEntryFromAnyReplicaFollowsTheRangeReadersRules) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
+  meta::v1::LedgerMetadata md;
+  {
+    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 2)));
+    for (int i = 0; i < 10; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
+    LKV_ASSERT_OK(writer->Close());
+    md = writer->metadata();
+  }
+  cluster->StopBookie(0);
+  cluster->StopBookie(1);
+  EXPECT_EQ(CorruptJournal(cluster->data_dir(0), "payload-3-"), 1);
+  EXPECT_EQ(CorruptJournal(cluster->data_dir(0), "payload-6-"), 1);
+  EXPECT_EQ(CorruptJournal(cluster->data_dir(1), "payload-6-"), 1);
+  LKV_ASSERT_OK(cluster->RestartBookie(0));
+  LKV_ASSERT_OK(cluster->RestartBookie(1));
+
+  ClientOptions options;
+  options.metadata = cluster->store();
+  ClientCore core(options);
+  auto three = ReadEntryFromAnyReplica(core, md, 3);
+  ASSERT_TRUE(three.ok()) << three.status();
+  EXPECT_EQ(UserPayload(*three), PayloadFor(3));
+  EXPECT_TRUE(absl::IsDataLoss(ReadEntryFromAnyReplica(core, md, 6).status()));
+  EXPECT_TRUE(absl::IsDataLoss(ReadEntryFromAnyReplica(core, md, 50).status()));
+
+  const std::string empty = md.segments(0).bookies(0);
+  FaultPoints::Get().Arm("bookie.read.empty_reply",
+                         [empty](std::string_view bookie) { return bookie == empty; });
+  const auto unread = ReadEntryFromAnyReplica(core, md, 50);
+  EXPECT_TRUE(absl::IsUnavailable(unread.status())) << unread.status();
+  auto seven = ReadEntryFromAnyReplica(core, md, 7);
+  ASSERT_TRUE(seven.ok()) << seven.status();
+  EXPECT_EQ(UserPayload(*seven), PayloadFor(7));
 }
 
 // A corrupt copy on one replica says nothing about the other: while that one

@@ -522,6 +522,46 @@ TEST(LedgerWriterFailureTest, CloseAfterAnEnsembleChangeOfUnknownOutcomeSealsThe
   ExpectReadable(*reader, 0, lac);
 }
 
+// The ensemble change's CAS lands but its reply is lost, and before the
+// writer re-reads, someone changes an unrelated field (custom metadata).
+// OPEN with exactly the writer's new segments is its own change: it goes on
+// appending on the new ensemble, and the other field is kept.
+TEST(LedgerWriterFailureTest, AnEnsembleChangeThatLandedIsRecognisedDespiteAnUnrelatedEdit) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
+  FlakyStore flaky(cluster->store());
+  ClientOptions options;
+  options.metadata = &flaky;
+  options.rpc_timeout = absl::Seconds(2);
+  LKV_ASSIGN_OR_FAIL(auto client, LedgerClient::Create(options));
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
+  for (const auto& r : AppendRange(*writer, 0, 9, 4)) LKV_ASSERT_OK(r);
+  const std::string key = metadata::Keys(options.cluster).Ledger(writer->id());
+  std::atomic<bool> edited{false};
+  metadata::MetadataStore* real = cluster->store();
+  flaky.after_put = [&](std::string_view put_key) {
+    if (put_key != key || edited.exchange(true)) return;
+    auto got = real->Get(key);
+    ASSERT_TRUE(got.ok()) << got.status();
+    meta::v1::LedgerMetadata md;
+    ASSERT_TRUE(md.ParseFromString(got->value));
+    (*md.mutable_custom())["owner"] = "someone else";
+    ASSERT_TRUE(real->Put(key, md.SerializeAsString(), got->version).ok());
+  };
+  flaky.lose_put_replies = 1;
+  cluster->StopBookie(cluster->IndexOf(writer->metadata().segments(0).bookies(1)));
+  for (const auto& r : AppendRange(*writer, 10, 39, 8)) LKV_ASSERT_OK(r);
+  EXPECT_TRUE(edited.load());
+  EXPECT_EQ(writer->stats().ensemble_changes, 1);
+  LKV_ASSERT_OK(writer->Close());
+  LKV_ASSIGN_OR_FAIL(const auto closed, client->GetLedgerMetadata(writer->id()));
+  EXPECT_EQ(closed.state(), meta::v1::CLOSED);
+  EXPECT_EQ(closed.last_entry_id(), 39);
+  EXPECT_EQ(closed.custom().at("owner"), "someone else");
+  LKV_ASSIGN_OR_FAIL(auto other, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, other->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, 39);
+}
+
 TEST(LedgerWriterFailureTest, TransientStoreFailuresDuringEnsembleChangeAreRetried) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
   FlakyStore flaky(cluster->store());

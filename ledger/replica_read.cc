@@ -318,6 +318,9 @@ absl::StatusOr<Entry> ReadEntryFromAnyReplica(ClientCore& core,
   for (ReadGather::Call* call : calls) {
     if (!call->done) continue;  // another replica answered; cancelled with the gather
     if (!call->status.ok()) {
+      if (call->status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+        core.pool.Forget(call->bookie_id);
+      }
       if (call->status.error_code() == grpc::StatusCode::UNAVAILABLE ||
           call->status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
         core.slow_bookies.Mark(call->bookie_id);
@@ -336,12 +339,20 @@ absl::StatusOr<Entry> ReadEntryFromAnyReplica(ClientCore& core,
       }
     }
     Code code = call->response.code();
+    bool answered = code != Code::OK;
     if (code == Code::OK) {
-      code = Code::NO_SUCH_ENTRY;  // answered, but without the entry
       for (const auto& result : call->response.results()) {
         if (result.entry_id() != entry_id) continue;
-        code = result.code() == Code::OK ? Code::CORRUPT : result.code();
+        answered = true;
+        code = result.code() == Code::OK ? Code::CORRUPT : result.code();  // OK: failed to verify
       }
+    }
+    if (!answered) {
+      // A reply without the entry is no proof of absence (only a positive
+      // NO_SUCH_ENTRY is): the replica could not be read.
+      reads.errors++;
+      reads.last_problem = absl::StrCat("bookie ", call->bookie_id, " returned no result for it");
+      continue;
     }
     if (code == Code::NO_SUCH_ENTRY || code == Code::NO_SUCH_LEDGER) {
       reads.no_such++;

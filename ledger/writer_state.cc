@@ -587,9 +587,11 @@ void WriterState::RunEnsembleChange() {
       break;
     }
     if (!absl::IsAborted(stored.status()) || attempt >= 10) {
-      if (!absl::IsAborted(stored.status())) {
+      {
+        // It may have landed: the store failed, or (after conflicts) an
+        // earlier attempt's write landed and its reply was lost.
         absl::MutexLock l(&mu_);
-        in_doubt_change_ = next;  // the store failed: it may have landed
+        in_doubt_change_ = next;
       }
       finish(absl::UnavailableError(absl::StrCat("ledger ", id_,
                                                  ": cannot record an ensemble change: ",
@@ -622,7 +624,12 @@ void WriterState::RunEnsembleChange() {
              false);
       return;
     }
-    if (SameLedger(reread->metadata, next)) {  // our write landed; its reply was lost
+    // Our write landed and its reply was lost. OPEN with exactly our new
+    // segments can only be our own change (a recoverer moves the ledger to
+    // IN_RECOVERY first), even if an unrelated field changed since.
+    if (SameLedger(reread->metadata, next) ||
+        (reread->metadata.state() == meta::v1::OPEN && SameSegments(reread->metadata, next))) {
+      next = reread->metadata;
       new_version = reread->version;
       break;
     }

@@ -15,7 +15,9 @@
 //   bookie.fence.drop_reply    the fence is applied durably, then the reply
 //                              is lost: the RPC fails with UNAVAILABLE;
 //   bookie.add.drop_request    an Add request is lost: nothing is stored
-//                              and the RPC fails with UNAVAILABLE.
+//                              and the RPC fails with UNAVAILABLE;
+//   bookie.read.empty_reply    a Read is answered OK with no results at all
+//                              (a faulty or foreign bookie's reply).
 #pragma once
 
 #include <atomic>
