@@ -328,6 +328,9 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
 // the round that completed the others) gives its place back to the bookie
 // it replaced, so the closing segment never names a bookie that received
 // nothing it is named for.
+// How long the re-adds of a round wait for the replicas beyond Qa.
+constexpr absl::Duration kReAddGrace = absl::Milliseconds(100);
+
 absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
                    const std::vector<Entry>& entries, meta::v1::Segment* segment,
                    bool* changed) {
@@ -376,9 +379,13 @@ absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
     }
     // Done once every entry has Qa acks from the calls answered so far (or
     // every call answered): a slow or hung bookie of the write set must not
-    // hold recovery up once the others gave each entry its Qa acks. Calls
-    // still in flight then are cancelled with the gather; a replacement
-    // among them has acked nothing, so it gives its place back below.
+    // hold recovery up once the others gave each entry its Qa acks. The
+    // rest get a short grace, so that a healthy replica a little slower
+    // than the fastest Qa still acks its copies (Qw of them, not just Qa);
+    // calls still in flight after it are cancelled with the gather, and
+    // their bookies marked slow, so that the reads after recovery plan
+    // around them at once. A replacement among them has acked nothing, so
+    // it gives its place back below.
     auto enough = [&] {
       std::vector<uint64_t> now = acked;
       for (const auto& [call, ks] : calls) {
@@ -397,12 +404,17 @@ absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
       return std::all_of(now.begin(), now.end(),
                          [&](uint64_t mask) { return std::popcount(mask) >= Qa; });
     };
-    gather->Await(enough);
+    if (gather->Await(enough)) {
+      gather->AwaitAllFor(std::min(core.options.rpc_timeout, kReAddGrace));
+    }
     absl::flat_hash_set<int> failed;
     {
       absl::MutexLock l(&gather->mu());
       for (auto& [call, ks] : calls) {
-        if (!call->done) continue;  // cancelled with the gather
+        if (!call->done) {  // cancelled with the gather
+          core.slow_bookies.Mark(call->bookie_id);
+          continue;
+        }
         const int i = call->tag;
         ForgetIfUnreachable(core, *call);
         if (!call->status.ok()) {

@@ -139,6 +139,13 @@ class Gather {
     mu_.Await(absl::Condition(&all));
   }
 
+  // Waits for every call, but at most `timeout`. Returns whether all are done.
+  bool AwaitAllFor(absl::Duration timeout) {
+    absl::MutexLock l(&mu_);
+    auto all = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return AllDoneLocked(); };
+    return mu_.AwaitWithTimeout(absl::Condition(&all), timeout);
+  }
+
   absl::Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
   // REQUIRES: mu() held, or every Start/Fail returned and AwaitAll returned.
   const std::vector<std::unique_ptr<Call>>& calls() const { return calls_; }
