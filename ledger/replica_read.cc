@@ -61,6 +61,32 @@ absl::Status Unresolved(uint64_t ledger_id, int64_t entry_id, const EntryReads& 
       absl::StrCat(what, "every replica (", r.no_such, ") says it does not hold the entry"));
 }
 
+// Starts every call of `calls` (a Read each); a bookie that cannot be
+// resolved fails its call at once with UNAVAILABLE.
+void StartReads(ClientCore& core, ReadGather& gather, const std::vector<ReadGather::Call*>& calls) {
+  for (ReadGather::Call* call : calls) {
+    auto conn = core.pool.ForBookie(call->bookie_id);
+    if (!conn.ok()) {
+      gather.Fail(call, grpc::Status(grpc::StatusCode::UNAVAILABLE, conn.status().ToString()));
+      continue;
+    }
+    gather.Start(call, *std::move(conn), core.options.rpc_timeout,
+                 [](auto* stub, auto* ctx, auto* req, auto* resp, auto cb) {
+                   stub->async()->Read(ctx, req, resp, std::move(cb));
+                 });
+  }
+}
+
+// A read that got no answer: an unreachable bookie's address is looked up
+// again next time, and it and a bookie past its deadline are marked slow.
+void NoteUnanswered(ClientCore& core, const ReadGather::Call& call) {
+  const grpc::StatusCode code = call.status.error_code();
+  if (code == grpc::StatusCode::UNAVAILABLE) core.pool.Forget(call.bookie_id);
+  if (code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    core.slow_bookies.Mark(call.bookie_id);
+  }
+}
+
 // Reads first..last, all within `segment`, into out[e - out_base].
 absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& metadata,
                               const meta::v1::Segment& segment, int64_t first, int64_t last,
@@ -139,17 +165,7 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
       call->request.set_max_bytes(core.options.max_bytes_per_read_rpc);
       calls.push_back(call);
     }
-    for (ReadGather::Call* call : calls) {
-      auto conn = core.pool.ForBookie(call->bookie_id);
-      if (!conn.ok()) {
-        gather->Fail(call, grpc::Status(grpc::StatusCode::UNAVAILABLE, conn.status().ToString()));
-        continue;
-      }
-      gather->Start(call, *std::move(conn), core.options.rpc_timeout,
-                    [](auto* stub, auto* ctx, auto* req, auto* resp, auto cb) {
-                      stub->async()->Read(ctx, req, resp, std::move(cb));
-                    });
-    }
+    StartReads(core, *gather, calls);
     gather->AwaitAll();
 
     for (ReadGather::Call* call : calls) {
@@ -168,13 +184,7 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
         }
       };
       if (!call->status.ok()) {
-        if (call->status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-          core.pool.Forget(call->bookie_id);
-        }
-        if (call->status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-            call->status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-          core.slow_bookies.Mark(call->bookie_id);
-        }
+        NoteUnanswered(core, *call);
         fail_assigned(false, absl::StrCat("bookie ", call->bookie_id, ": ",
                                           call->status.error_message()));
         continue;
@@ -287,30 +297,22 @@ absl::StatusOr<Entry> ReadEntryFromAnyReplica(ClientCore& core,
     call->request.set_max_bytes(core.options.max_bytes_per_read_rpc);
     calls.push_back(call);
   }
-  for (ReadGather::Call* call : calls) {
-    auto conn = core.pool.ForBookie(call->bookie_id);
-    if (!conn.ok()) {
-      gather->Fail(call, grpc::Status(grpc::StatusCode::UNAVAILABLE, conn.status().ToString()));
-      continue;
-    }
-    gather->Start(call, *std::move(conn), core.options.rpc_timeout,
-                  [](auto* stub, auto* ctx, auto* req, auto* resp, auto cb) {
-                    stub->async()->Read(ctx, req, resp, std::move(cb));
-                  });
-  }
-  // An intact copy from any replica ends the wait.
-  const auto intact = [&](const ReadGather::Call& call) {
-    if (!call.done || !call.status.ok() || call.response.code() != Code::OK) return false;
+  StartReads(core, *gather, calls);
+  // The call's intact copy of the entry, or nullptr. An intact copy from
+  // any replica ends the wait.
+  const auto intact = [&](const ReadGather::Call& call) -> const Entry* {
+    if (!call.done || !call.status.ok() || call.response.code() != Code::OK) return nullptr;
     for (const auto& result : call.response.results()) {
       if (result.entry_id() == entry_id && result.code() == Code::OK &&
           VerifyEntry(result.entry(), ledger_id, entry_id, call.bookie_id).ok()) {
-        return true;
+        return &result.entry();
       }
     }
-    return false;
+    return nullptr;
   };
   gather->Await([&] {
-    return std::any_of(calls.begin(), calls.end(), [&](ReadGather::Call* c) { return intact(*c); });
+    return std::any_of(calls.begin(), calls.end(),
+                       [&](ReadGather::Call* c) { return intact(*c) != nullptr; });
   });
   // Every call is done here, or one has an intact copy (read under mu()).
   absl::MutexLock l(&gather->mu());
@@ -318,26 +320,13 @@ absl::StatusOr<Entry> ReadEntryFromAnyReplica(ClientCore& core,
   for (ReadGather::Call* call : calls) {
     if (!call->done) continue;  // another replica answered; cancelled with the gather
     if (!call->status.ok()) {
-      if (call->status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-        core.pool.Forget(call->bookie_id);
-      }
-      if (call->status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-          call->status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-        core.slow_bookies.Mark(call->bookie_id);
-      }
+      NoteUnanswered(core, *call);
       reads.errors++;
       reads.last_problem = absl::StrCat("bookie ", call->bookie_id, ": ", call->status.error_message());
       continue;
     }
     core.slow_bookies.Clear(call->bookie_id);
-    if (intact(*call)) {
-      for (const auto& result : call->response.results()) {
-        if (result.entry_id() == entry_id && result.code() == Code::OK &&
-            VerifyEntry(result.entry(), ledger_id, entry_id, call->bookie_id).ok()) {
-          return result.entry();
-        }
-      }
-    }
+    if (const Entry* copy = intact(*call)) return *copy;
     Code code = call->response.code();
     bool answered = code != Code::OK;
     if (code == Code::OK) {
