@@ -326,11 +326,92 @@ TEST(LedgerWriterFailureTest, ALongReadPaysAHungBookiesDeadlineOnceNotPerRound) 
   ClientOptions options;
   options.rpc_timeout = absl::Seconds(1);
   options.max_entries_per_read_rpc = 2;
+  // The slow marks alone, without speculative reads (tested below).
+  options.speculative_read_timeout = absl::InfiniteDuration();
   LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(options));
   LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(id, OpenMode::kNoRecovery));
   const absl::Time start = absl::Now();
   ExpectReadable(*reader, 0, 119);
   EXPECT_LT(absl::Now() - start, absl::Seconds(6)) << "every round waited for the hung bookie";
+}
+
+// Speculative reads: a round of reads that includes a hung bookie waits
+// speculative_read_timeout for it, not its RPC deadline, then asks the
+// other replicas for its entries; every entry is read intact.
+TEST(LedgerWriterFailureTest, AReadAroundAHungBookieWaitsTheSpeculativeTimeoutNotTheDeadline) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
+  HungBookie hung(cluster->store());
+  uint64_t id = 0;
+  {
+    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(120)));
+    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+    for (const auto& r : AppendRange(*writer, 0, 59, 16)) LKV_ASSERT_OK(r);
+    id = writer->id();
+  }
+  {
+    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(20)));
+    LKV_ASSIGN_OR_FAIL(auto closed, client->OpenLedger(id, OpenMode::kRecover));
+    ASSERT_GE(closed->metadata().last_entry_id(), 59);
+  }
+  ClientOptions options;
+  options.rpc_timeout = absl::Seconds(30);
+  options.speculative_read_timeout = absl::Milliseconds(200);
+  // 2-entry reads, 8 per round rotating over the ensemble: the first round
+  // surely asks the hung bookie for some.
+  options.max_entries_per_read_rpc = 2;
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(options));
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(id, OpenMode::kNoRecovery));
+  const absl::Time start = absl::Now();
+  ExpectReadable(*reader, 0, 59);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "the read waited for the hung bookie's deadline";
+}
+
+// Reading the LAC of an open ledger asks every bookie of its last segment
+// for the highest LAC; once one answered, a hung one gets
+// speculative_read_timeout more, not its deadline. Any answer is a true
+// LAC, so the reader still sees every acknowledged entry the writer told
+// the bookies about.
+TEST(LedgerWriterFailureTest, ReadingTheLacAroundAHungBookieWaitsTheSpeculativeTimeoutNotTheDeadline) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
+  HungBookie hung(cluster->store());
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(120)));
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+  for (const auto& r : AppendRange(*writer, 0, 19, 4)) LKV_ASSERT_OK(r);
+  ClientOptions options;
+  options.rpc_timeout = absl::Seconds(30);
+  options.speculative_read_timeout = absl::Milliseconds(200);
+  LKV_ASSIGN_OR_FAIL(auto reader_client, cluster->NewClient(options));
+  // The writer tells the bookies its LAC (19) once it is quiet (50 ms).
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  int64_t lac = -1;
+  while (lac < 19 && absl::Now() < deadline) {
+    const absl::Time start = absl::Now();
+    LKV_ASSIGN_OR_FAIL(auto reader, reader_client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+    ASSERT_LT(absl::Now() - start, absl::Seconds(10)) << "the LAC read waited for the hung bookie";
+    lac = reader->last_readable();
+  }
+  EXPECT_EQ(lac, 19);
+}
+
+// A bookie slower than speculative_read_timeout that holds the only copy
+// left to try is waited for, not cancelled: the read succeeds.
+TEST(LedgerWriterFailureTest, ASlowBookieWithTheOnlyCopyIsWaitedForNotGivenUpOnSpeculatively) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(1, 1, 1)));
+  for (const auto& r : AppendRange(*writer, 0, 9, 4)) LKV_ASSERT_OK(r);
+  LKV_ASSERT_OK(writer->Close());
+  FaultPoints::Get().Arm("bookie.read.start", [](std::string_view) {
+    absl::SleepFor(absl::Milliseconds(600));
+    return false;
+  });
+  ClientOptions options;
+  options.rpc_timeout = absl::Seconds(10);
+  options.speculative_read_timeout = absl::Milliseconds(50);
+  LKV_ASSIGN_OR_FAIL(auto slow_client, cluster->NewClient(options));
+  LKV_ASSIGN_OR_FAIL(auto reader, slow_client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, 9);
 }
 
 // Entries 1..10 reach Qa while the writer's thread is busy in entry 0's

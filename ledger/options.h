@@ -63,6 +63,15 @@ struct ClientOptions {
   int64_t max_bytes_per_read_rpc = int64_t{2} << 20;
   // Entries asked for in one Read RPC.
   int max_entries_per_read_rpc = 1024;
+  // Speculative reads (docs/ledger-protocol.md, "Reads"): a round of a
+  // range read waits this long for its Read RPCs. A bookie still silent then
+  // is marked slow and its request cancelled, and the entries it was asked
+  // for go to another replica in the next round, provided every one of them
+  // has a replica left to try that is not itself slow or silent; otherwise
+  // the request keeps its full rpc_timeout. So a hung bookie costs a read
+  // this long instead of the RPC deadline. absl::InfiniteDuration() turns
+  // speculation off.
+  absl::Duration speculative_read_timeout = absl::Milliseconds(500);
   // Attempts of a metadata operation that fails with a transient error
   // (UNAVAILABLE) before the operation gives up: a CAS, and the placement
   // and metadata reads of a writer's ensemble change. Between attempts the

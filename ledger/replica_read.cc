@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "ledger/entry_format.h"
 #include "ledger/rpc_gather.h"
 
@@ -85,6 +87,63 @@ void NoteUnanswered(ClientCore& core, const ReadGather::Call& call) {
   if (code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED) {
     core.slow_bookies.Mark(call.bookie_id);
   }
+}
+
+// Waits for a round's calls. After speculative_read_timeout, cancels each
+// call still unanswered whose every entry (of those it was asked for) has
+// another replica left to try: not tried already, not marked slow, and not
+// silent or failing in this round. The other calls run to their deadline.
+// Returns, by tag, the calls it cancelled (one may still have answered
+// first: its status says which).
+std::vector<bool> AwaitRoundSpeculating(ClientCore& core, ReadGather& gather,
+                                        const std::vector<ReadGather::Call*>& calls,
+                                        const std::vector<ReadPlan>& plans,
+                                        const std::map<int64_t, EntryReads>& outstanding,
+                                        const std::vector<bool>& slow, int E, int Qw) {
+  std::vector<bool> cancelled(calls.size(), false);
+  const absl::Duration timeout = core.options.speculative_read_timeout;
+  if (timeout == absl::InfiniteDuration() || gather.AwaitAllFor(timeout)) {
+    gather.AwaitAll();
+    return cancelled;
+  }
+  std::vector<ReadGather::Call*> cancel;
+  {
+    absl::MutexLock l(&gather.mu());
+    // A bookie is no alternative while any of its calls of this round is
+    // unanswered or failed.
+    std::vector<bool> unusable = slow;
+    for (const ReadGather::Call* call : calls) {
+      if (!call->done || !call->status.ok() || call->response.code() != Code::OK) {
+        unusable[plans[call->tag].index] = true;
+      }
+    }
+    for (ReadGather::Call* call : calls) {
+      if (call->done) continue;
+      const ReadPlan& plan = plans[call->tag];
+      const int i = plan.index;
+      bool every_entry_elsewhere = true;
+      for (int64_t e = plan.lo; e <= plan.hi && every_entry_elsewhere; ++e) {
+        auto o = outstanding.find(e);
+        if (o == outstanding.end() || !InWriteSet(e, i, E, Qw) ||
+            (o->second.tried & (uint64_t{1} << i))) {
+          continue;  // not asked of this bookie
+        }
+        bool elsewhere = false;
+        for (int j : WriteSet(e, E, Qw)) {
+          elsewhere |= j != i && !unusable[j] && !(o->second.tried & (uint64_t{1} << j));
+        }
+        every_entry_elsewhere = elsewhere;
+      }
+      if (every_entry_elsewhere) {
+        cancel.push_back(call);
+        cancelled[call->tag] = true;
+      }
+    }
+  }
+  // Without mu(): gRPC may run the callback inline from TryCancel.
+  for (ReadGather::Call* call : cancel) call->ctx.TryCancel();
+  gather.AwaitAll();
+  return cancelled;
 }
 
 // Reads first..last, all within `segment`, into out[e - out_base].
@@ -166,7 +225,8 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
       calls.push_back(call);
     }
     StartReads(core, *gather, calls);
-    gather->AwaitAll();
+    const std::vector<bool> speculated =
+        AwaitRoundSpeculating(core, *gather, calls, plans, outstanding, slow, E, Qw);
 
     for (ReadGather::Call* call : calls) {
       const ReadPlan& plan = plans[call->tag];
@@ -183,6 +243,15 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
           o->second.last_problem = problem;
         }
       };
+      if (speculated[call->tag] && call->status.error_code() == grpc::StatusCode::CANCELLED) {
+        // Never answered: an unread replica (UNAVAILABLE if nothing else has
+        // the entry), and slow, so that the next rounds plan around it.
+        core.slow_bookies.Mark(call->bookie_id);
+        fail_assigned(false, absl::StrCat("bookie ", call->bookie_id, ": no answer within ",
+                                          absl::FormatDuration(core.options.speculative_read_timeout),
+                                          " (speculative_read_timeout); asked another replica"));
+        continue;
+      }
       if (!call->status.ok()) {
         NoteUnanswered(core, *call);
         fail_assigned(false, absl::StrCat("bookie ", call->bookie_id, ": ",
@@ -393,13 +462,22 @@ absl::StatusOr<int64_t> ReadLacFromBookies(ClientCore& core,
   int64_t lac = floor;
   int replies = 0;
   std::string last_problem = "no bookies";
-  gather->Await([&] {
+  // A long poll ends at the first LAC above the caller's.
+  const auto above = [&] {
     if (!long_poll) return false;
     for (const LacGather::Call* call : calls) {
       if (answered(call) && call->response.lac() > wait_if_lac_at_most) return true;
     }
     return false;
-  });
+  };
+  const auto any_answer = [&] {
+    return std::any_of(calls.begin(), calls.end(), answered);
+  };
+  // Otherwise the highest LAC of all is wanted, but every LAC a bookie
+  // reports was true: once one answered, a silent bookie gets
+  // speculative_read_timeout more, not the rest of its deadline.
+  gather->Await([&] { return above() || any_answer(); });
+  gather->AwaitFor(above, core.options.speculative_read_timeout);  // at once if above() holds
   {
     absl::MutexLock l(&gather->mu());
     for (const LacGather::Call* call : calls) {

@@ -132,6 +132,16 @@ class Gather {
     return enough();
   }
 
+  // As Await, but waits at most `timeout`.
+  bool AwaitFor(const std::function<bool()>& enough, absl::Duration timeout) {
+    absl::MutexLock l(&mu_);
+    auto ready = [this, &enough]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return enough() || AllDoneLocked();
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+    return enough();
+  }
+
   // Waits for every call (each has a deadline, so this is bounded).
   void AwaitAll() {
     absl::MutexLock l(&mu_);

@@ -138,6 +138,8 @@ grpc::ServerUnaryReactor* BookieServiceImpl::Read(grpc::CallbackServerContext* c
   }
   auto read = [this, req, resp, reactor] {
     read_pool_.Schedule([this, req, resp, reactor] {
+      // Tests hold a read here (a slow disk).
+      static_cast<void>(LEDGERKV_FAULT("bookie.read.start", bookie_id()));
       if (LEDGERKV_FAULT("bookie.read.empty_reply", bookie_id())) {
         resp->set_code(v1::OK);  // and no results
       } else {
