@@ -27,6 +27,10 @@ absl::StatusOr<std::unique_ptr<LedgerClient>> LedgerClient::Create(ClientOptions
   if (options.rpc_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("ClientOptions.rpc_timeout must be positive");
   }
+  if (options.speculative_read_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "ClientOptions.speculative_read_timeout must be positive (InfiniteDuration: off)");
+  }
   return std::unique_ptr<LedgerClient>(
       new LedgerClient(std::make_shared<ClientCore>(std::move(options))));
 }

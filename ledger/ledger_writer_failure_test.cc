@@ -366,6 +366,40 @@ TEST(LedgerWriterFailureTest, AReadAroundAHungBookieWaitsTheSpeculativeTimeoutNo
   EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "the read waited for the hung bookie's deadline";
 }
 
+// The decision to give up on a silent bookie is taken again after every
+// answer: at the speculative timeout the only other replica has not
+// answered either (it is slow, not hung), so nothing can be asked
+// elsewhere yet; once it answers, the hung bookie's reads are given up on,
+// not left to their 30 s deadline.
+TEST(LedgerWriterFailureTest, AHungBookiesReadIsGivenUpOnOnceASlowReplicaAnswers) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
+  HungBookie hung(cluster->store());
+  uint64_t id = 0;
+  {
+    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(120)));
+    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 1)));
+    for (const auto& r : AppendRange(*writer, 0, 9, 4)) LKV_ASSERT_OK(r);
+    id = writer->id();
+    absl::SleepFor(absl::Milliseconds(300));  // the writer tells the bookies its LAC
+  }  // the ledger stays open
+  const std::string slow_id = cluster->bookie_id(0);
+  FaultPoints::Get().Arm("bookie.read.start", [slow_id](std::string_view bookie) {
+    if (bookie == slow_id) absl::SleepFor(absl::Milliseconds(300));
+    return false;
+  });
+  ClientOptions options;
+  options.rpc_timeout = absl::Seconds(30);
+  options.speculative_read_timeout = absl::Milliseconds(50);
+  options.max_entries_per_read_rpc = 1;  // the first round asks both bookies
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(options));
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(id, OpenMode::kNoRecovery));
+  ASSERT_EQ(reader->last_readable(), 9);
+  const absl::Time start = absl::Now();
+  ExpectReadable(*reader, 0, 9);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(15)) << "the read waited for the hung bookie's deadline";
+}
+
 // Reading the LAC of an open ledger asks every bookie of its last segment
 // for the highest LAC; once one answered, a hung one gets
 // speculative_read_timeout more, not its deadline. Any answer is a true

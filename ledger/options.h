@@ -64,13 +64,16 @@ struct ClientOptions {
   // Entries asked for in one Read RPC.
   int max_entries_per_read_rpc = 1024;
   // Speculative reads (docs/ledger-protocol.md, "Reads"): a round of a
-  // range read waits this long for its Read RPCs. A bookie still silent then
-  // is marked slow and its request cancelled, and the entries it was asked
-  // for go to another replica in the next round, provided every one of them
-  // has a replica left to try that is not itself slow or silent; otherwise
-  // the request keeps its full rpc_timeout. So a hung bookie costs a read
-  // this long instead of the RPC deadline. absl::InfiniteDuration() turns
-  // speculation off.
+  // range read waits this long for its Read RPCs. From then on (and after
+  // every answer) a request still unanswered is cancelled, its bookie marked
+  // slow, and its entries asked of another replica in the next round,
+  // provided every one of them has a replica left to try that is not slow
+  // or silent itself; otherwise the request keeps its full rpc_timeout. A
+  // bookie given up on for an entry is asked again (and waited for) if the
+  // other replicas cannot settle it: speculation changes latency, never a
+  // read's result. LAC reads wait this long for the rest after the first
+  // answer. So a hung bookie costs a read this long instead of the RPC
+  // deadline. Must be positive; absl::InfiniteDuration() turns it off.
   absl::Duration speculative_read_timeout = absl::Milliseconds(500);
   // Attempts of a metadata operation that fails with a transient error
   // (UNAVAILABLE) before the operation gives up: a CAS, and the placement

@@ -34,6 +34,11 @@ struct EntryReads {
   int no_such = 0;
   int corrupt = 0;
   int errors = 0;
+  // Ensemble indices whose read of this entry was cancelled because it was
+  // slower than speculative_read_timeout. Not a try: the entry's outcome
+  // must not depend on a bookie's speed, so such a bookie is still asked
+  // again (and then waited for) when no other replica can settle the entry.
+  uint64_t speculated = 0;
   std::string last_problem;
 };
 
@@ -89,12 +94,13 @@ void NoteUnanswered(ClientCore& core, const ReadGather::Call& call) {
   }
 }
 
-// Waits for a round's calls. After speculative_read_timeout, cancels each
-// call still unanswered whose every entry (of those it was asked for) has
-// another replica left to try: not tried already, not marked slow, and not
-// silent or failing in this round. The other calls run to their deadline.
-// Returns, by tag, the calls it cancelled (one may still have answered
-// first: its status says which).
+// Waits for a round's calls. From speculative_read_timeout on, and again
+// after every answer, cancels each call still unanswered whose every entry
+// (of those it was asked for) was never given up on with this bookie and
+// has another replica left to try: not tried, not given up on, not marked
+// slow, and with no unanswered or failed call in this round. The other
+// calls run to their deadline. Returns, by tag, the calls it cancelled (one
+// may still have answered first: its status says which).
 std::vector<bool> AwaitRoundSpeculating(ClientCore& core, ReadGather& gather,
                                         const std::vector<ReadGather::Call*>& calls,
                                         const std::vector<ReadPlan>& plans,
@@ -106,43 +112,56 @@ std::vector<bool> AwaitRoundSpeculating(ClientCore& core, ReadGather& gather,
     gather.AwaitAll();
     return cancelled;
   }
-  std::vector<ReadGather::Call*> cancel;
-  {
-    absl::MutexLock l(&gather.mu());
-    // A bookie is no alternative while any of its calls of this round is
-    // unanswered or failed.
-    std::vector<bool> unusable = slow;
-    for (const ReadGather::Call* call : calls) {
-      if (!call->done || !call->status.ok() || call->response.code() != Code::OK) {
-        unusable[plans[call->tag].index] = true;
+  auto cancellable = [&](const ReadPlan& plan, const std::vector<bool>& unusable) {
+    const int i = plan.index;
+    const uint64_t bit = uint64_t{1} << i;
+    for (int64_t e = plan.lo; e <= plan.hi; ++e) {
+      auto o = outstanding.find(e);
+      if (o == outstanding.end() || !InWriteSet(e, i, E, Qw) || (o->second.tried & bit)) {
+        continue;  // not asked of this bookie
       }
+      const EntryReads& r = o->second;
+      if (r.speculated & bit) return false;  // given up on once already
+      bool elsewhere = false;
+      for (int j : WriteSet(e, E, Qw)) {
+        const uint64_t other = uint64_t{1} << j;
+        elsewhere |= j != i && !unusable[j] && !(r.tried & other) && !(r.speculated & other);
+      }
+      if (!elsewhere) return false;
     }
-    for (ReadGather::Call* call : calls) {
-      if (call->done) continue;
-      const ReadPlan& plan = plans[call->tag];
-      const int i = plan.index;
-      bool every_entry_elsewhere = true;
-      for (int64_t e = plan.lo; e <= plan.hi && every_entry_elsewhere; ++e) {
-        auto o = outstanding.find(e);
-        if (o == outstanding.end() || !InWriteSet(e, i, E, Qw) ||
-            (o->second.tried & (uint64_t{1} << i))) {
-          continue;  // not asked of this bookie
+    return true;
+  };
+  for (;;) {
+    std::vector<ReadGather::Call*> cancel;
+    size_t done = 0;
+    {
+      absl::MutexLock l(&gather.mu());
+      std::vector<bool> unusable = slow;
+      for (const ReadGather::Call* call : calls) {
+        done += call->done;
+        if (!call->done || !call->status.ok() || call->response.code() != Code::OK) {
+          unusable[plans[call->tag].index] = true;
         }
-        bool elsewhere = false;
-        for (int j : WriteSet(e, E, Qw)) {
-          elsewhere |= j != i && !unusable[j] && !(o->second.tried & (uint64_t{1} << j));
-        }
-        every_entry_elsewhere = elsewhere;
       }
-      if (every_entry_elsewhere) {
+      if (done == calls.size()) break;
+      for (ReadGather::Call* call : calls) {
+        if (call->done || cancelled[call->tag] || !cancellable(plans[call->tag], unusable)) {
+          continue;
+        }
         cancel.push_back(call);
         cancelled[call->tag] = true;
       }
     }
+    // Without mu(): gRPC may run the callback inline from TryCancel.
+    for (ReadGather::Call* call : cancel) call->ctx.TryCancel();
+    // Until the next answer (a cancelled call ends at once): it may make
+    // another replica usable for a call still waiting.
+    gather.Await([&] {
+      size_t now = 0;
+      for (const ReadGather::Call* call : calls) now += call->done;
+      return now > done;
+    });
   }
-  // Without mu(): gRPC may run the callback inline from TryCancel.
-  for (ReadGather::Call* call : cancel) call->ctx.TryCancel();
-  gather.AwaitAll();
   return cancelled;
 }
 
@@ -244,12 +263,16 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
         }
       };
       if (speculated[call->tag] && call->status.error_code() == grpc::StatusCode::CANCELLED) {
-        // Never answered: an unread replica (UNAVAILABLE if nothing else has
-        // the entry), and slow, so that the next rounds plan around it.
+        // Given up on for now: slow, so that the next rounds ask the other
+        // replicas first; not tried, so that it is asked again (and waited
+        // for) if they cannot settle an entry.
         core.slow_bookies.Mark(call->bookie_id);
-        fail_assigned(false, absl::StrCat("bookie ", call->bookie_id, ": no answer within ",
-                                          absl::FormatDuration(core.options.speculative_read_timeout),
-                                          " (speculative_read_timeout); asked another replica"));
+        for (int64_t e = plan.lo; e <= plan.hi; ++e) {
+          auto o = outstanding.find(e);
+          if (o != outstanding.end() && InWriteSet(e, i, E, Qw) && !(o->second.tried & bit)) {
+            o->second.speculated |= bit;
+          }
+        }
         continue;
       }
       if (!call->status.ok()) {
