@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -37,6 +38,20 @@ using testing::ExpectReadable;
 using testing::PayloadFor;
 using testing::Quorums;
 using testing::TestCluster;
+
+// Whether a TCP connect to 127.0.0.1:port is refused (nothing listens).
+bool RefusedOn127001(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  const bool refused =
+      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 && errno == ECONNREFUSED;
+  ::close(fd);
+  return refused;
+}
 
 uint64_t AddPortRequests(TestCluster& cluster) {
   uint64_t n = 0;
@@ -86,9 +101,21 @@ TEST(AddPortTest, ABookieWhoseAddPortCannotBeReachedGetsItsAddsOverTheRpc) {
   // address, 127.0.0.1, and are refused: as behind a firewall that lets
   // only the gRPC port through. The bookies are healthy and must stay in
   // the ensemble.
-  LKV_ASSIGN_OR_FAIL(auto cluster,
-                     TestCluster::Start({.bookies = 3, .add_listen = "127.0.0.2:0"}));
-  for (int i = 0; i < 3; ++i) EXPECT_NE(BookieInfo(cluster->address(i)).add_port(), 0u);
+  //
+  // The kernel picks each add port on 127.0.0.2 regardless of 127.0.0.1,
+  // where the same number may belong to another listener of this process
+  // (a bookie's gRPC port): the client would then reach that one instead of
+  // being refused. Start again until every add port is refused on 127.0.0.1.
+  std::unique_ptr<TestCluster> cluster;
+  for (int attempt = 0; attempt < 5 && cluster == nullptr; ++attempt) {
+    LKV_ASSIGN_OR_FAIL(cluster, TestCluster::Start({.bookies = 3, .add_listen = "127.0.0.2:0"}));
+    for (int i = 0; i < 3 && cluster != nullptr; ++i) {
+      const uint32_t port = BookieInfo(cluster->address(i)).add_port();
+      ASSERT_NE(port, 0u);
+      if (!RefusedOn127001(static_cast<uint16_t>(port))) cluster.reset();
+    }
+  }
+  ASSERT_NE(cluster, nullptr) << "every attempt had an add port number in use on 127.0.0.1";
   LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
   LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 3)));
   const auto results = AppendRange(*writer, 0, 99, 16);
