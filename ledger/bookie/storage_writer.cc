@@ -308,7 +308,13 @@ bool BookieStorage::WriteBatchToJournal(std::vector<std::unique_ptr<WriteRequest
   }
   if (options_.sync || force_sync) {
     const absl::Time start = absl::Now();
-    s = journal_->Sync();
+    // Power-loss tests copy the journal here (the batch written, not yet
+    // synced) and fire the point to stand for a power loss before the
+    // fdatasync completed: the batch fails as a failed sync does, so
+    // nothing in it is acknowledged and nothing more is written.
+    s = LEDGERKV_FAULT("bookie.journal.before_sync", JournalPath(journal_number_))
+            ? absl::UnavailableError("fault point bookie.journal.before_sync fired")
+            : journal_->Sync();
     if (options_.sync) {
       const absl::Duration took = absl::Now() - start;
       recent_sync_time_ = recent_sync_time_ == absl::ZeroDuration()
@@ -320,6 +326,9 @@ bool BookieStorage::WriteBatchToJournal(std::vector<std::unique_ptr<WriteRequest
       return false;
     }
     unmarked_sync_ = true;
+    // Power-loss tests copy the journal here: what the disk holds for sure
+    // from now on (before the sync mark and the next batch).
+    static_cast<void>(LEDGERKV_FAULT("bookie.journal.synced", JournalPath(journal_number_)));
     absl::MutexLock l(&mu_);
     ++syncs_;
   }
