@@ -256,7 +256,7 @@ TEST(LedgerReadTest, RangeReadSendsOneRequestPerBookiePerChunkAlsoWhenStriped) {
     copies += static_cast<uint64_t>(kEntries) * c.qw;
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
     while (entries_stored() < copies && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
-    ASSERT_EQ(entries_stored(), copies);
+    ASSERT_GE(entries_stored(), copies);
     LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
     const uint64_t before = read_requests();
     ExpectReadable(*reader, 0, kEntries - 1);
@@ -443,6 +443,14 @@ TEST(LedgerReadTest, L10_ReadingOneEntryFromAnyReplicaFollowsTheRangeReadersRule
   auto seven = ReadEntryFromAnyReplica(core, md, 7);
   ASSERT_TRUE(seven.ok()) << seven.status();
   EXPECT_EQ(UserPayload(*seven), PayloadFor(7));
+
+  // The range reader: an answer without the first entry asked for is no
+  // answer for any entry of the request (nor is it asked again forever).
+  auto tail = ReadReplicas(core, md, 7, 9);
+  ASSERT_TRUE(tail.ok()) << tail.status();
+  for (int i = 7; i <= 9; ++i) EXPECT_EQ(UserPayload((*tail)[i - 7]), PayloadFor(i));
+  const auto six = ReadReplicas(core, md, 6, 6);
+  EXPECT_TRUE(absl::IsUnavailable(six.status())) << six.status();
 }
 
 // A corrupt copy on one replica says nothing about the other: while that one

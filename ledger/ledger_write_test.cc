@@ -204,6 +204,13 @@ TEST(LedgerWriteTest, BadInputGetsClearErrors) {
 
   ClientOptions no_store;
   EXPECT_EQ(LedgerClient::Create(no_store).status().code(), absl::StatusCode::kInvalidArgument);
+  for (absl::Duration bad : {absl::ZeroDuration(), absl::Milliseconds(-1)}) {
+    ClientOptions no_speculation_timeout;
+    no_speculation_timeout.metadata = cluster->store();
+    no_speculation_timeout.speculative_read_timeout = bad;
+    EXPECT_EQ(LedgerClient::Create(no_speculation_timeout).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
 }
 
 TEST(LedgerWriteTest, L2_BookieStoppedMidStreamEnsembleChangeKeepsEveryAckedEntry) {

@@ -381,7 +381,14 @@ TEST(LedgerWriterFailureTest, AHungBookiesReadIsGivenUpOnOnceASlowReplicaAnswers
     LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 1)));
     for (const auto& r : AppendRange(*writer, 0, 9, 4)) LKV_ASSERT_OK(r);
     id = writer->id();
-    absl::SleepFor(absl::Milliseconds(300));  // the writer tells the bookies its LAC
+    // The writer tells the bookies its LAC once it is quiet (50 ms).
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      LKV_ASSIGN_OR_FAIL(auto lac_client, cluster->NewClient(absl::Seconds(2)));
+      LKV_ASSIGN_OR_FAIL(auto probe, lac_client->OpenLedger(id, OpenMode::kNoRecovery));
+      if (probe->last_readable() == 9) break;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
   }  // the ledger stays open
   const std::string slow_id = cluster->bookie_id(0);
   FaultPoints::Get().Arm("bookie.read.start", [slow_id](std::string_view bookie) {
@@ -445,7 +452,10 @@ TEST(LedgerWriterFailureTest, ASlowBookieWithTheOnlyCopyIsWaitedForNotGivenUpOnS
   options.speculative_read_timeout = absl::Milliseconds(50);
   LKV_ASSIGN_OR_FAIL(auto slow_client, cluster->NewClient(options));
   LKV_ASSIGN_OR_FAIL(auto reader, slow_client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+  const uint64_t before = testing::BookieInfo(cluster->address(0)).read_requests();
   ExpectReadable(*reader, 0, 9);
+  EXPECT_EQ(testing::BookieInfo(cluster->address(0)).read_requests() - before, 1u)
+      << "the read was given up on and sent again";
 }
 
 // Entries 1..10 reach Qa while the writer's thread is busy in entry 0's

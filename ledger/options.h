@@ -70,10 +70,11 @@ struct ClientOptions {
   // provided every one of them has a replica left to try that is not slow
   // or silent itself; otherwise the request keeps its full rpc_timeout. A
   // bookie given up on for an entry is asked again (and waited for) if the
-  // other replicas cannot settle it: speculation changes latency, never a
-  // read's result. LAC reads wait this long for the rest after the first
-  // answer. So a hung bookie costs a read this long instead of the RPC
-  // deadline. Must be positive; absl::InfiniteDuration() turns it off.
+  // other replicas cannot settle it: speculation changes latency, not
+  // whether a read succeeds (the docs list the rare exceptions). LAC reads
+  // wait this long for the rest after the first answer. So a hung bookie
+  // costs a read this long instead of the RPC deadline. Must be positive;
+  // absl::InfiniteDuration() turns it off.
   absl::Duration speculative_read_timeout = absl::Milliseconds(500);
   // Attempts of a metadata operation that fails with a transient error
   // (UNAVAILABLE) before the operation gives up: a CAS, and the placement

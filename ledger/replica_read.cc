@@ -131,29 +131,32 @@ std::vector<bool> AwaitRoundSpeculating(ClientCore& core, ReadGather& gather,
     }
     return true;
   };
+  std::vector<bool> pending(calls.size());
   for (;;) {
-    std::vector<ReadGather::Call*> cancel;
+    // A snapshot under mu(); the decision (which walks the entries) is
+    // taken without it, so gRPC's callback threads are not held up. A call
+    // that completes meanwhile is cancelled to no effect.
     size_t done = 0;
+    std::vector<bool> unusable = slow;
     {
       absl::MutexLock l(&gather.mu());
-      std::vector<bool> unusable = slow;
       for (const ReadGather::Call* call : calls) {
+        pending[call->tag] = !call->done;
         done += call->done;
         if (!call->done || !call->status.ok() || call->response.code() != Code::OK) {
           unusable[plans[call->tag].index] = true;
         }
       }
-      if (done == calls.size()) break;
-      for (ReadGather::Call* call : calls) {
-        if (call->done || cancelled[call->tag] || !cancellable(plans[call->tag], unusable)) {
-          continue;
-        }
-        cancel.push_back(call);
-        cancelled[call->tag] = true;
-      }
     }
-    // Without mu(): gRPC may run the callback inline from TryCancel.
-    for (ReadGather::Call* call : cancel) call->ctx.TryCancel();
+    if (done == calls.size()) break;
+    for (ReadGather::Call* call : calls) {
+      if (!pending[call->tag] || cancelled[call->tag] || !cancellable(plans[call->tag], unusable)) {
+        continue;
+      }
+      cancelled[call->tag] = true;
+      // Without mu(): gRPC may run the callback inline from TryCancel.
+      call->ctx.TryCancel();
+    }
     // Until the next answer (a cancelled call ends at once): it may make
     // another replica usable for a call still waiting.
     gather.Await([&] {
@@ -195,21 +198,30 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
         ++it;
       }
       while (!unassigned.empty()) {
-        std::vector<int> count(E, 0);
+        // First pass: bookies not slow, for entries they were neither tried
+        // nor given up on for. Second pass: any untried replica.
+        std::vector<int> fresh(E, 0), untried(E, 0);
         for (int64_t e : unassigned) {
+          const EntryReads& r = outstanding[e];
           for (int i : WriteSet(e, E, Qw)) {
-            if (!(outstanding[e].tried & (uint64_t{1} << i))) ++count[i];
+            const uint64_t bit = uint64_t{1} << i;
+            if (r.tried & bit) continue;
+            ++untried[i];
+            if (!slow[i] && !(r.speculated & bit)) ++fresh[i];
           }
         }
         int best = -1;
+        bool second_pass = false;
         for (int pass = 0; pass < 2 && best < 0; ++pass) {
+          const std::vector<int>& count = pass == 0 ? fresh : untried;
           for (int k = 0; k < E; ++k) {
             const int i = (chunk + k) % E;
-            if (pass == 0 && slow[i]) continue;
             if (count[i] > 0 && (best < 0 || count[i] > count[best])) best = i;
           }
+          second_pass = pass == 1;
         }
         if (best < 0) return Unresolved(ledger_id, unassigned.front(), outstanding[unassigned.front()]);
+        const uint64_t best_bit = uint64_t{1} << best;
         // One read per bookie per chunk, even where the bookie does not
         // hold every entry of its span (with E > Qw it holds runs of Qw
         // entries out of every E): it answers NO_SUCH_ENTRY for each id in
@@ -218,7 +230,9 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
         // entries with E=3, Qw=2.
         std::vector<int64_t> rest;
         for (int64_t e : unassigned) {
-          if (!InWriteSet(e, best, E, Qw) || (outstanding[e].tried & (uint64_t{1} << best))) {
+          const EntryReads& r = outstanding[e];
+          if (!InWriteSet(e, best, E, Qw) || (r.tried & best_bit) ||
+              (!second_pass && (r.speculated & best_bit))) {
             rest.push_back(e);
           } else if (!plans.empty() && plans.back().index == best && plans.back().lo + cap > e) {
             plans.back().hi = e;
@@ -300,11 +314,9 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
                                    CodeName(call->response.code())));
         continue;
       }
-      int64_t answered_through = plan.lo - 1;
       for (const auto& result : call->response.results()) {
         const int64_t e = result.entry_id();
         if (e < plan.lo || e > plan.hi) continue;
-        answered_through = std::max(answered_through, e);
         auto o = outstanding.find(e);
         if (o == outstanding.end()) continue;
         EntryReads& reads = o->second;
@@ -337,10 +349,14 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
         reads.tried |= bit;
       }
       // Entries past a short (max_bytes) answer stay untried with this
-      // bookie and are asked for again next round. An answer with nothing
-      // in it would loop forever: count it as an error.
-      if (answered_through < plan.lo) {
-        fail_assigned(false, absl::StrCat("bookie ", call->bookie_id, " returned no results"));
+      // bookie and are asked for again next round. But a bookie always
+      // answers the first id asked for: an answer without it (empty, or
+      // only ids not asked of it) would be planned again forever. Count it
+      // as an error for every entry the bookie was asked for.
+      auto first = outstanding.find(plan.lo);
+      if (first != outstanding.end() && !(first->second.tried & bit)) {
+        fail_assigned(false, absl::StrCat("bookie ", call->bookie_id,
+                                          " returned no result for entry ", plan.lo));
       }
     }
   }
