@@ -303,6 +303,20 @@ TEST(LedgerWriterFailureTest, RecoveryReAddsDoNotWaitForAHungBookieOnceEntriesHa
   EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << "the read waited for the hung bookie";
 }
 
+// Writes entries 0..last to a new E=3 Qw=3 Qa=2 ledger whose ensemble is
+// the cluster's two bookies and the hung one, then closes it by recovery.
+void WriteAndRecoverAroundAHungBookie(TestCluster& cluster, int64_t last, uint64_t* id) {
+  {
+    LKV_ASSIGN_OR_FAIL(auto client, cluster.NewClient(absl::Seconds(120)));
+    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+    for (const auto& r : AppendRange(*writer, 0, last, 16)) LKV_ASSERT_OK(r);
+    *id = writer->id();
+  }
+  LKV_ASSIGN_OR_FAIL(auto client, cluster.NewClient(absl::Seconds(20)));
+  LKV_ASSIGN_OR_FAIL(auto closed, client->OpenLedger(*id, OpenMode::kRecover));
+  ASSERT_GE(closed->metadata().last_entry_id(), last);
+}
+
 // A long read pays a hung bookie's deadline once, not once per round of
 // reads: after its first read timed out, the later rounds ask the other
 // replicas (SlowBookies). 120 entries in 2-entry reads are 8 rounds of 8
@@ -312,17 +326,7 @@ TEST(LedgerWriterFailureTest, ALongReadPaysAHungBookiesDeadlineOnceNotPerRound) 
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
   HungBookie hung(cluster->store());
   uint64_t id = 0;
-  {
-    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(120)));
-    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
-    for (const auto& r : AppendRange(*writer, 0, 119, 16)) LKV_ASSERT_OK(r);
-    id = writer->id();
-  }
-  {
-    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(20)));
-    LKV_ASSIGN_OR_FAIL(auto closed, client->OpenLedger(id, OpenMode::kRecover));
-    ASSERT_GE(closed->metadata().last_entry_id(), 119);
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteAndRecoverAroundAHungBookie(*cluster, 119, &id));
   ClientOptions options;
   options.rpc_timeout = absl::Seconds(1);
   options.max_entries_per_read_rpc = 2;
@@ -342,17 +346,7 @@ TEST(LedgerWriterFailureTest, AReadAroundAHungBookieWaitsTheSpeculativeTimeoutNo
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
   HungBookie hung(cluster->store());
   uint64_t id = 0;
-  {
-    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(120)));
-    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
-    for (const auto& r : AppendRange(*writer, 0, 59, 16)) LKV_ASSERT_OK(r);
-    id = writer->id();
-  }
-  {
-    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(20)));
-    LKV_ASSIGN_OR_FAIL(auto closed, client->OpenLedger(id, OpenMode::kRecover));
-    ASSERT_GE(closed->metadata().last_entry_id(), 59);
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteAndRecoverAroundAHungBookie(*cluster, 59, &id));
   ClientOptions options;
   options.rpc_timeout = absl::Seconds(30);
   options.speculative_read_timeout = absl::Milliseconds(200);

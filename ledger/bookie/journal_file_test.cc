@@ -20,6 +20,7 @@ namespace ledgerkv::bookie {
 namespace {
 
 using testing::AddOne;
+using testing::Eventually;
 using testing::FileSize;
 using testing::JournalPath;
 using testing::NewTempDir;
@@ -33,17 +34,6 @@ std::string ReadAll(const std::string& path) {
   EXPECT_EQ(fread(out.data(), 1, out.size(), f), out.size());
   fclose(f);
   return out;
-}
-
-// Waits until `done` holds (the filler works in the background).
-template <typename Pred>
-bool Eventually(Pred done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
 }
 
 TEST(JournalFileTest, SmallBatchesGetZeroFilledSpaceAheadAndSealCutsIt) {

@@ -47,6 +47,7 @@ namespace {
 using testing::AddOne;
 using testing::AddSync;
 using testing::EntryBatch;
+using testing::Eventually;
 using testing::FenceSync;
 using testing::FileSize;
 using testing::JournalPath;
@@ -74,16 +75,6 @@ std::string ReadRange(const std::string& path, uint64_t offset, uint64_t n) {
 std::string ReadAll(const std::string& path) { return ReadRange(path, 0, FileSize(path)); }
 
 bool AllZeros(std::string_view s) { return s.find_first_not_of('\0') == std::string_view::npos; }
-
-template <typename Pred>
-bool Eventually(Pred done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
-}
 
 StorageOptions Options(const std::string& dir) {
   StorageOptions o;

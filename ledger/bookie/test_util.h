@@ -11,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/entry_checksum.h"
 #include "base/file.h"
 #include "gtest/gtest.h"
@@ -147,6 +149,18 @@ inline uint64_t FileSize(const std::string& path) {
   absl::StatusOr<uint64_t> s = Env::Default()->GetFileSize(path);
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? *s : 0;
+}
+
+// Waits up to 10 s for `done` to hold (background work: the journal's
+// filler, the idle writer's sync mark). Returns whether it held.
+template <typename Pred>
+bool Eventually(Pred done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
 }
 
 }  // namespace ledgerkv::bookie::testing
