@@ -335,16 +335,21 @@ TEST(LedgerReadTest, StripedReadAroundAReplicaMissingATailStaysBatched) {
   EXPECT_LE(sent, 12u);
 }
 
+// Entries 0..9 in a closed E=2 Qw=2 ledger: a copy on each of the two
+// bookies of `cluster`.
+void WriteTenEntriesOnBothBookies(TestCluster& cluster, meta::v1::LedgerMetadata* md) {
+  LKV_ASSIGN_OR_FAIL(auto client, cluster.NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 2)));
+  for (int i = 0; i < 10; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
+  LKV_ASSERT_OK(writer->Close());
+  *md = writer->metadata();
+}
+
 TEST(LedgerReadTest, L10_CorruptReplicaIsSkippedAndNoIntactReplicaIsDataLoss) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
-  uint64_t id;
-  {
-    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
-    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 2)));
-    id = writer->id();
-    for (int i = 0; i < 10; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
-    LKV_ASSERT_OK(writer->Close());
-  }
+  meta::v1::LedgerMetadata md;
+  ASSERT_NO_FATAL_FAILURE(WriteTenEntriesOnBothBookies(*cluster, &md));
+  const uint64_t id = md.id();
   cluster->StopBookie(0);
   cluster->StopBookie(1);
   // Entry 3: one replica corrupt. Entry 6: both.
@@ -364,7 +369,7 @@ TEST(LedgerReadTest, L10_CorruptReplicaIsSkippedAndNoIntactReplicaIsDataLoss) {
   ExpectReadable(*reader, 7, 9);
 }
 
-// Speculative reads never change a read's outcome, only its latency: the
+// Speculation changes a read's latency, not whether it succeeds: the
 // replica asked first (ensemble index 0) is slower than the speculative
 // timeout and holds the only intact copy of entry 3; the other one is
 // corrupt. The slow read is given up on, the other replica answers CORRUPT,
@@ -374,13 +379,7 @@ TEST(LedgerReadTest, L10_ASlowReplicaWithTheOnlyIntactCopyIsWaitedForOnceTheOthe
   ScopedFaultPoints faults;
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
   meta::v1::LedgerMetadata md;
-  {
-    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
-    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 2)));
-    for (int i = 0; i < 10; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
-    LKV_ASSERT_OK(writer->Close());
-    md = writer->metadata();
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteTenEntriesOnBothBookies(*cluster, &md));
   const std::string slow_id = md.segments(0).bookies(0);
   const int corrupt = cluster->IndexOf(md.segments(0).bookies(1));
   ASSERT_GE(corrupt, 0);
@@ -411,13 +410,7 @@ TEST(LedgerReadTest, L10_ReadingOneEntryFromAnyReplicaFollowsTheRangeReadersRule
   ScopedFaultPoints faults;
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
   meta::v1::LedgerMetadata md;
-  {
-    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
-    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 2)));
-    for (int i = 0; i < 10; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
-    LKV_ASSERT_OK(writer->Close());
-    md = writer->metadata();
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteTenEntriesOnBothBookies(*cluster, &md));
   cluster->StopBookie(0);
   cluster->StopBookie(1);
   EXPECT_EQ(CorruptJournal(cluster->data_dir(0), "payload-3-"), 1);
@@ -458,14 +451,9 @@ TEST(LedgerReadTest, L10_ReadingOneEntryFromAnyReplicaFollowsTheRangeReadersRule
 // (retry later), never DATA_LOSS; once it answers, the entry is read.
 TEST(LedgerReadTest, L10_CorruptReplicaWithTheOtherUnreachableIsUnavailableNotDataLoss) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
-  uint64_t id;
-  {
-    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
-    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 2)));
-    id = writer->id();
-    for (int i = 0; i < 10; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
-    LKV_ASSERT_OK(writer->Close());
-  }
+  meta::v1::LedgerMetadata md;
+  ASSERT_NO_FATAL_FAILURE(WriteTenEntriesOnBothBookies(*cluster, &md));
+  const uint64_t id = md.id();
   cluster->StopBookie(0);
   cluster->StopBookie(1);
   EXPECT_EQ(CorruptJournal(cluster->data_dir(0), "payload-3-"), 1);

@@ -108,10 +108,7 @@ std::vector<bool> AwaitRoundSpeculating(ClientCore& core, ReadGather& gather,
                                         const std::vector<bool>& slow, int E, int Qw) {
   std::vector<bool> cancelled(calls.size(), false);
   const absl::Duration timeout = core.options.speculative_read_timeout;
-  if (timeout == absl::InfiniteDuration() || gather.AwaitAllFor(timeout)) {
-    gather.AwaitAll();
-    return cancelled;
-  }
+  if (gather.AwaitAllFor(timeout)) return cancelled;  // InfiniteDuration: speculation off
   auto cancellable = [&](const ReadPlan& plan, const std::vector<bool>& unusable) {
     const int i = plan.index;
     const uint64_t bit = uint64_t{1} << i;

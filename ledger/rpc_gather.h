@@ -124,15 +124,10 @@ class Gather {
   // Waits until `enough` holds (evaluated under mu() after every reply) or
   // every call is done. Returns whether `enough` held.
   bool Await(const std::function<bool()>& enough) {
-    absl::MutexLock l(&mu_);
-    auto ready = [this, &enough]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return enough() || AllDoneLocked();
-    };
-    mu_.Await(absl::Condition(&ready));
-    return enough();
+    return AwaitFor(enough, absl::InfiniteDuration());
   }
 
-  // As Await, but waits at most `timeout`.
+  // As Await, but waits at most `timeout` (InfiniteDuration: as Await).
   bool AwaitFor(const std::function<bool()>& enough, absl::Duration timeout) {
     absl::MutexLock l(&mu_);
     auto ready = [this, &enough]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
