@@ -1,6 +1,7 @@
-// Power loss under the preallocated journal (journal_file.h), the layout
-// production runs: zero-filled space ahead of the records, a sync mark
-// written unsynced after the last batch, the next batch written over it.
+// Power loss under both journal layouts production runs: the preallocated
+// journal (journal_file.h: zero-filled space ahead of the records, a sync
+// mark written unsynced after the last batch, the next batch written over
+// it), and the growing journal of the last section below.
 //
 // The model of a power loss: every byte before the end of the last
 // completed fdatasync holds its synced content. Past that point each
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -30,9 +32,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "base/fault_point.h"
 #include "gtest/gtest.h"
@@ -268,36 +272,44 @@ std::string Describe(const Crash& c, const Image& image) {
                       " (s = as at the last sync, m = the sync mark, w = the unsynced batch)");
 }
 
-// A copy of the crashed data directory whose journal is `image`.
-std::string DirWithImage(const Crash& c, const Image& image) {
+// A copy of the crashed data directory `crashed` whose journal holds
+// `bytes` and is `length` bytes long (zeros after `bytes`, as a hole: it
+// reads as zeros, and the restart's fdatasync need not write megabytes of
+// them).
+std::string DirWithJournal(const std::string& crashed, std::string_view bytes, uint64_t length) {
   const std::string dir = NewTempDir("power_loss_image");
   const std::string journal = JournalFileName(1);
-  for (const auto& child : std::filesystem::directory_iterator(c.dir)) {
+  for (const auto& child : std::filesystem::directory_iterator(crashed)) {
     if (child.path().filename() == journal) continue;
     std::filesystem::copy(child.path(), std::filesystem::path(dir) / child.path().filename(),
                           std::filesystem::copy_options::recursive);
   }
-  // The zeros after the region as a hole: it reads as zeros, and the
-  // restart's fdatasync need not write megabytes of them.
   const std::string path = JournalPath(dir, 1);
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   EXPECT_GE(fd, 0);
-  EXPECT_EQ(::pwrite(fd, image.bytes.data(), image.bytes.size(), 0),
-            static_cast<ssize_t>(image.bytes.size()));
-  EXPECT_EQ(::ftruncate(fd, static_cast<off_t>(c.written.size())), 0);
+  EXPECT_EQ(::pwrite(fd, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+  EXPECT_EQ(::ftruncate(fd, static_cast<off_t>(length)), 0);
   ::close(fd);
   return dir;
 }
 
-std::unique_ptr<BookieStorage> Restart(const std::string& dir) {
-  auto s = BookieStorage::Open(Options(dir));
+// A copy of the crashed data directory whose journal is `image`.
+std::string DirWithImage(const Crash& c, const Image& image) {
+  return DirWithJournal(c.dir, image.bytes, c.written.size());
+}
+
+std::unique_ptr<BookieStorage> Restart(const StorageOptions& options) {
+  auto s = BookieStorage::Open(options);
   EXPECT_TRUE(s.ok()) << "the bookie does not start: " << s.status();
   return s.ok() ? std::move(*s) : nullptr;
 }
 
-// Every acknowledged entry reads back with its bytes; both fences hold.
-void ExpectAcknowledgedWrites(BookieStorage& s, const Crash& c) {
-  for (const auto& [e, want] : c.acked) {
+std::unique_ptr<BookieStorage> Restart(const std::string& dir) { return Restart(Options(dir)); }
+
+// Every acknowledged entry of kLedger (`acked`) reads back with its bytes;
+// both acknowledged fences hold.
+void ExpectAcknowledgedWrites(BookieStorage& s, const std::map<int64_t, std::string>& acked) {
+  for (const auto& [e, want] : acked) {
     std::string payload;
     const Code code = ReadBack(s, kLedger, e, &payload);
     ASSERT_EQ(code, v1::OK) << "acknowledged entry " << e << " lost: " << v1::Code_Name(code);
@@ -311,7 +323,7 @@ void ExpectAcknowledgedWrites(BookieStorage& s, const Crash& c) {
   }
   std::optional<LedgerState> st = s.GetLedger(kLedger);
   ASSERT_TRUE(st.has_value());
-  EXPECT_GE(st->last_entry_id, kTornFirst - 1);
+  EXPECT_GE(st->last_entry_id, acked.rbegin()->first);
 }
 
 // L2, L5 and L7 at one bookie, through a power loss: whatever the disk kept
@@ -338,7 +350,7 @@ TEST(PowerLossTest, AcknowledgedAddsAndFencesSurviveEveryTornTailOfThePreallocat
         ASSERT_NE(s, nullptr);
         EXPECT_EQ(s->GetStats().corrupt_records_at_startup, 0u)
             << "a torn tail counted as corruption";
-        ASSERT_NO_FATAL_FAILURE(ExpectAcknowledgedWrites(*s, *c));
+        ASSERT_NO_FATAL_FAILURE(ExpectAcknowledgedWrites(*s, c->acked));
         for (const TornRecord& r : c->torn) {
           std::string payload;
           const Code code = ReadBack(*s, kLedger, r.entry_id, &payload);
@@ -358,7 +370,7 @@ TEST(PowerLossTest, AcknowledgedAddsAndFencesSurviveEveryTornTailOfThePreallocat
       }  // and crashes again
       std::unique_ptr<BookieStorage> s = Restart(dir);
       ASSERT_NE(s, nullptr);
-      ASSERT_NO_FATAL_FAILURE(ExpectAcknowledgedWrites(*s, *c));
+      ASSERT_NO_FATAL_FAILURE(ExpectAcknowledgedWrites(*s, c->acked));
       for (const TornRecord& r : c->torn) {
         std::string payload;
         ASSERT_EQ(ReadBack(*s, kLedger, r.entry_id, &payload), v1::OK) << r.entry_id;
@@ -407,6 +419,293 @@ TEST(PowerLossTest, ATornBatchKeepsOnlyItsIntactPrefixAndAKeptSyncMarkVouchesFor
     }
   }
   EXPECT_GT(mark_then_record, 0) << "no image kept the mark and the record after it";
+}
+
+// The growing journal: preallocation off, as it is while write batches
+// average kFillMaxAverageBatch or more (64 KiB entries), before a file's
+// first kFillAfterBatches batches, or after filling failed
+// (journal_file.h). The journal grows by appending, no sync mark is
+// written, and fdatasync also makes the new size durable. The model of a
+// power loss: everything before the end of the last completed fdatasync
+// holds its synced content. The file is as long as it was then (the size
+// update was lost), or as long as after the next batch's write; in that
+// case each 512-byte sector past the synced end holds, independently of the
+// others, the batch's bytes, zeros (a block allocated but never written),
+// or stale bytes from an earlier use of its block (here: this journal's
+// own bytes from kStaleDistance earlier, records that are valid, but at
+// another offset).
+constexpr uint64_t kTornFence = 4;  // fenced by the batch whose sync never completed
+constexpr int64_t kAppendTornEnd = kTornFirst + 3;  // its entries: kTornFirst..kAppendTornEnd-1
+constexpr uint64_t kStaleDistance = 4096;
+
+StorageOptions AppendOptions(const std::string& dir) {
+  StorageOptions o = Options(dir);
+  o.journal_preallocate_bytes = 0;
+  return o;
+}
+
+struct AppendCrash {
+  std::string dir;
+  // The journal's size when the last fdatasync returned.
+  uint64_t synced_end = 0;
+  // The journal once the next batch was written (its sync never completed).
+  std::string written;
+  // That batch's records in journal order: two entries of kLedger, the
+  // fence of kTornFence (entry_id -1), one more entry.
+  std::vector<TornRecord> torn;
+  std::map<int64_t, std::string> acked;
+};
+
+// Runs a bookie on the growing journal, checkpoints, adds and fences more,
+// and ends with a fence (acknowledged) and then one batch of two adds, a
+// fence and one more add whose fdatasync never completes. The batch's
+// three requests are queued while the writer is held right after the last
+// acknowledged sync, so that they make one batch.
+void CrashWhileTheGrowingJournalAppendsABatch(AppendCrash* c) {
+  ScopedFaultPoints faults;
+  c->dir = NewTempDir("power_loss_append");
+  auto opened = BookieStorage::Open(AppendOptions(c->dir));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  BookieStorage& s = **opened;
+  int64_t next = 0;
+  auto add = [&] {
+    std::string payload = testing::Payload(kLedger, next);
+    EntryBatch b;
+    b.Add(kLedger, next, next - 1, payload);
+    ASSERT_EQ(AddSync(s, b), std::vector<Code>{v1::OK}) << "entry " << next;
+    c->acked[next++] = std::move(payload);
+  };
+  while (next < kTornFirst / 2) ASSERT_NO_FATAL_FAILURE(add());
+  ASSERT_TRUE(s.Checkpoint().ok());  // replay starts in the middle of the file
+  ASSERT_EQ(FenceSync(s, kFencedEarly), v1::OK);
+  while (next < kTornFirst) ASSERT_NO_FATAL_FAILURE(add());
+  ASSERT_GE(s.GetStats().journal_bytes, 2 * kStaleDistance) << "too little journal to go stale";
+
+  absl::Notification synced;
+  absl::Notification queued;
+  std::atomic<bool> first{true};
+  FaultPoints::Get().Arm("bookie.journal.synced", [&](std::string_view arg) {
+    if (first.exchange(false)) {
+      c->synced_end = FileSize(std::string(arg));
+      synced.Notify();
+      queued.WaitForNotification();
+    }
+    return false;
+  });
+  Code last_fence = v1::CODE_UNSPECIFIED;
+  std::thread fencer([&] { last_fence = FenceSync(s, kFencedLast); });
+  synced.WaitForNotification();
+  // The writer is held after the fence's sync, before its acknowledgement.
+  FaultPoints::Get().Arm("bookie.journal.before_sync", [c](std::string_view arg) {
+    c->written = ReadAll(std::string(arg));
+    return true;  // the power fails before the fdatasync completes
+  });
+  // The second entry's payload is sized so that the fence starts a sector:
+  // then some images keep the records before the fence and lose it.
+  std::map<int64_t, std::string> torn_payloads;
+  uint64_t fence_at = c->synced_end;
+  // The entry after the fence runs into the next sector: then some images
+  // keep the fence and lose that entry.
+  for (int64_t e = kTornFirst; e < kAppendTornEnd; ++e) {
+    std::string payload = absl::StrCat("unsynced entry ", e, " ");
+    uint64_t size = e == kTornFirst ? 280 : 600;
+    if (e == kTornFirst + 1) {
+      const uint64_t end = fence_at + kRecordHeaderSize + payload.size();
+      size = (kSector - end % kSector) % kSector;
+      if (size < 64) size += kSector;
+    }
+    payload.append(size, 'u');
+    if (e < kTornFirst + 2) fence_at += kRecordHeaderSize + payload.size();
+    torn_payloads[e] = std::move(payload);
+  }
+  auto torn_payload = [&](int64_t e) { return torn_payloads[e]; };
+  EntryBatch before_fence;
+  EntryBatch after_fence;
+  for (int64_t e = kTornFirst; e < kAppendTornEnd; ++e) {
+    (e < kTornFirst + 2 ? before_fence : after_fence).Add(kLedger, e, kTornFirst - 2,
+                                                          torn_payload(e));
+  }
+  std::vector<Code> codes_before;
+  std::vector<Code> codes_after;
+  Code torn_fence = v1::CODE_UNSPECIFIED;
+  absl::Notification done[3];
+  s.Add(before_fence.views(), false, [&](std::vector<Code> codes) {
+    codes_before = std::move(codes);
+    done[0].Notify();
+  });
+  s.Fence(kTornFence, [&](Code code) {
+    torn_fence = code;
+    done[1].Notify();
+  });
+  s.Add(after_fence.views(), false, [&](std::vector<Code> codes) {
+    codes_after = std::move(codes);
+    done[2].Notify();
+  });
+  queued.Notify();
+  fencer.join();
+  for (absl::Notification& d : done) d.WaitForNotification();
+  ASSERT_EQ(last_fence, v1::OK);
+  ASSERT_EQ(codes_before, std::vector<Code>(2, v1::READ_ONLY))
+      << "nothing of the batch whose sync failed is acknowledged";
+  ASSERT_EQ(torn_fence, v1::READ_ONLY);
+  ASSERT_EQ(codes_after, std::vector<Code>{v1::READ_ONLY});
+  opened->reset();  // a crash: no checkpoint
+
+  // The batch's records, as written: one batch, in queue order.
+  uint64_t offset = c->synced_end;
+  for (int64_t e = kTornFirst; e < kAppendTornEnd; ++e) {
+    if (e == kTornFirst + 2) {
+      c->torn.push_back(TornRecord{-1, offset, kRecordHeaderSize, ""});
+      offset += kRecordHeaderSize;
+    }
+    const std::string payload = torn_payload(e);
+    c->torn.push_back(TornRecord{e, offset, kRecordHeaderSize + payload.size(), payload});
+    offset += kRecordHeaderSize + payload.size();
+  }
+  ASSERT_EQ(c->written.size(), offset) << "the journal grew by exactly the batch";
+  ASSERT_EQ(fence_at % kSector, 0u) << "the fence starts a sector";
+  for (const TornRecord& r : c->torn) {
+    RecordHeader h;
+    ASSERT_TRUE(DecodeRecordHeader(c->written.data() + r.offset, 1, r.offset, &h)) << r.offset;
+    ASSERT_EQ(h.type, r.entry_id < 0 ? RecordType::kFence : RecordType::kEntry) << r.offset;
+    ASSERT_EQ(h.ledger_id, r.entry_id < 0 ? kTornFence : kLedger) << r.offset;
+    if (r.entry_id >= 0) {
+      ASSERT_EQ(h.entry_id, r.entry_id);
+    }
+    ASSERT_EQ(h.batch_offset, c->synced_end) << "one batch, started at the synced end";
+  }
+}
+
+// One journal a power loss can leave on the growing journal.
+struct AppendImage {
+  std::string sectors;  // per sector past the synced end: w, z or s; or "-"
+  std::string bytes;
+};
+
+std::vector<AppendImage> EveryAppendImage(const AppendCrash& c) {
+  std::vector<AppendImage> images;
+  // The size update was lost: the file ends where the last sync left it.
+  images.push_back(AppendImage{"-", c.written.substr(0, c.synced_end)});
+  const uint64_t begin = c.synced_end / kSector * kSector;
+  const uint64_t end = (c.written.size() + kSector - 1) / kSector * kSector;
+  const size_t n = (end - begin) / kSector;
+  const char names[] = {'w', 'z', 's'};
+  std::vector<int> pick(n, 0);
+  while (true) {
+    AppendImage image;
+    image.bytes = c.written;
+    image.bytes.resize(end, '\0');
+    for (size_t i = 0; i < n; ++i) {
+      // The bytes before the synced end are the synced ones in every image.
+      const uint64_t from = std::max(begin + i * kSector, c.synced_end);
+      const uint64_t len = begin + (i + 1) * kSector - from;
+      if (names[pick[i]] == 'z') image.bytes.replace(from, len, len, '\0');
+      if (names[pick[i]] == 's') {
+        image.bytes.replace(from, len, c.written, from - kStaleDistance, len);
+      }
+      image.sectors += names[pick[i]];
+    }
+    image.bytes.resize(c.written.size());
+    images.push_back(std::move(image));
+    size_t i = 0;
+    while (i < n && ++pick[i] == 3) pick[i++] = 0;
+    if (i == n) break;
+  }
+  return images;
+}
+
+// L2, L5 and L7 at one bookie, through a power loss on the growing journal
+// (no preallocation): whatever the disk kept of a batch whose fdatasync
+// never completed (its size update, its bytes, zeros or stale bytes, sector
+// by sector), the bookie starts without counting a corrupt record, every
+// acknowledged add reads back with its bytes, and every acknowledged fence
+// holds. The torn batch keeps exactly its records up to the first one not
+// kept whole, its unacknowledged fence included (a fence kept after a later
+// record was lost would be a fence out of queue order; one lost with a
+// record before it kept is the same as a lost sync). Nothing of it reads
+// CORRUPT. Then the bookie takes the adds and the fence again and keeps
+// them through the next crash.
+TEST(PowerLossTest, AcknowledgedWritesSurviveEveryTornAppendOfTheGrowingJournal) {
+  AppendCrash c;
+  ASSERT_NO_FATAL_FAILURE(CrashWhileTheGrowingJournalAppendsABatch(&c));
+  const std::vector<AppendImage> images = EveryAppendImage(c);
+  // Every sector's three versions differ, so every image is a different journal.
+  for (uint64_t at = c.synced_end; at < c.written.size(); at = (at / kSector + 1) * kSector) {
+    const uint64_t len = std::min((at / kSector + 1) * kSector, c.written.size()) - at;
+    const std::string_view written = std::string_view(c.written).substr(at, len);
+    ASSERT_FALSE(AllZeros(written)) << at;
+    ASSERT_NE(written, std::string_view(c.written).substr(at - kStaleDistance, len)) << at;
+  }
+  std::map<size_t, int> images_keeping;  // records kept -> images
+  for (const AppendImage& image : images) {
+    SCOPED_TRACE(absl::StrCat("image: sectors from ", c.synced_end / kSector * kSector, ": ",
+                              image.sectors, " (w = the unsynced batch, z = zeros, s = stale; ",
+                              "- = the file as long as at the last sync)"));
+    size_t prefix = 0;
+    while (prefix < c.torn.size()) {
+      const TornRecord& r = c.torn[prefix];
+      if (image.bytes.size() < r.offset + r.size ||
+          image.bytes.compare(r.offset, r.size, c.written, r.offset, r.size) != 0) {
+        break;
+      }
+      ++prefix;
+    }
+    ++images_keeping[prefix];
+    const std::string dir = DirWithJournal(c.dir, image.bytes, image.bytes.size());
+    {
+      std::unique_ptr<BookieStorage> s = Restart(AppendOptions(dir));
+      ASSERT_NE(s, nullptr);
+      EXPECT_EQ(s->GetStats().corrupt_records_at_startup, 0u)
+          << "a torn tail counted as corruption";
+      ASSERT_NO_FATAL_FAILURE(ExpectAcknowledgedWrites(*s, c.acked));
+      for (size_t i = 0; i < c.torn.size(); ++i) {
+        const TornRecord& r = c.torn[i];
+        if (r.entry_id < 0) {
+          std::optional<LedgerState> st = s->GetLedger(kTornFence);
+          EXPECT_EQ(st.has_value() && st->fenced, i < prefix)
+              << "the unacknowledged fence; the first " << prefix << " records are whole";
+          continue;
+        }
+        std::string payload;
+        EXPECT_EQ(v1::Code_Name(ReadBack(*s, kLedger, r.entry_id, &payload)),
+                  v1::Code_Name(i < prefix ? v1::OK : v1::NO_SUCH_ENTRY))
+            << "entry " << r.entry_id << "; the first " << prefix << " records are whole";
+        if (i < prefix) {
+          EXPECT_EQ(payload, r.payload) << "entry " << r.entry_id;
+        }
+      }
+      // The writer sends again what was never acknowledged; the recoverer
+      // fences again.
+      EntryBatch again;
+      int entries = 0;
+      for (const TornRecord& r : c.torn) {
+        if (r.entry_id < 0) continue;
+        again.Add(kLedger, r.entry_id, kTornFirst - 2, r.payload);
+        ++entries;
+      }
+      ASSERT_EQ(AddSync(*s, again), std::vector<Code>(entries, v1::OK));
+      ASSERT_EQ(FenceSync(*s, kTornFence), v1::OK);
+    }  // and crashes again
+    std::unique_ptr<BookieStorage> s = Restart(AppendOptions(dir));
+    ASSERT_NE(s, nullptr);
+    ASSERT_NO_FATAL_FAILURE(ExpectAcknowledgedWrites(*s, c.acked));
+    for (const TornRecord& r : c.torn) {
+      if (r.entry_id < 0) {
+        EXPECT_EQ(AddOne(*s, kTornFence, 0), v1::FENCED);
+        continue;
+      }
+      std::string payload;
+      ASSERT_EQ(ReadBack(*s, kLedger, r.entry_id, &payload), v1::OK) << r.entry_id;
+      ASSERT_EQ(payload, r.payload);
+    }
+    s.reset();
+    std::filesystem::remove_all(dir);
+  }
+  // The images cover the fence kept and lost, and the batch kept whole.
+  EXPECT_GT(images_keeping[0], 0);
+  EXPECT_GT(images_keeping[2], 0) << "no image kept the records before the fence and not it";
+  EXPECT_GT(images_keeping[3], 0) << "no image kept the fence and lost a record after it";
+  EXPECT_GT(images_keeping[c.torn.size()], 0) << "no image kept the whole batch";
 }
 
 }  // namespace
