@@ -25,8 +25,9 @@
 
 namespace ledgerkv::ledger {
 
-// Bookies whose last read did not answer in time or could not be reached:
-// range reads plan around them for `hold`, so that a bookie that accepts
+// Bookies whose last read (or recovery call) did not answer in time or
+// could not be reached: range reads plan around them for `hold`
+// (ClientOptions.slow_bookie_hold), so that a bookie that accepts
 // connections and never answers costs a long read one RPC deadline, not
 // one per round of reads (each round waits for all of its calls). A slow
 // bookie is still asked when no other replica is left to try. Thread-safe.
@@ -53,7 +54,7 @@ struct ClientCore {
         pool(options.metadata, keys, options.local_channel, options.local_add,
              options.use_add_port, std::min(options.rpc_timeout, absl::Seconds(2))),
         placement(options.metadata, keys),
-        slow_bookies(absl::Seconds(30)) {}
+        slow_bookies(options.slow_bookie_hold) {}
 
   const ClientOptions options;
   metadata::MetadataStore* const store;

@@ -31,6 +31,10 @@ absl::StatusOr<std::unique_ptr<LedgerClient>> LedgerClient::Create(ClientOptions
     return absl::InvalidArgumentError(
         "ClientOptions.speculative_read_timeout must be positive (InfiniteDuration: off)");
   }
+  if (options.slow_bookie_hold < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "ClientOptions.slow_bookie_hold must not be negative (zero: never hold)");
+  }
   return std::unique_ptr<LedgerClient>(
       new LedgerClient(std::make_shared<ClientCore>(std::move(options))));
 }

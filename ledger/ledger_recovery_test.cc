@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "base/fault_point.h"
@@ -139,6 +140,51 @@ TEST(LedgerRecoveryTest, L8_LostFenceRequestDuringEnsembleChangeNeverTruncatesAc
   EXPECT_LE(MaxOf(appender.acked()), last) << "an acknowledged entry was truncated";
   ExpectFenced(writer->Append("after recovery").status());
   ExpectReadable(**reader, 0, last);
+}
+
+// A bookie that could not be reached during recovery (its fence request was
+// lost) is planned around by the reads that follow recovery in the same
+// client, as one a read could not reach is (a KV range replays its log right
+// after recovering it): for ClientOptions.slow_bookie_hold, it is asked for
+// nothing its replicas can answer. With a hold that has passed, it is asked
+// again.
+TEST(LedgerRecoveryTest, ABookieRecoveryCouldNotReachIsPlannedAroundByTheReadsAfterIt) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  for (absl::Duration hold : {absl::Seconds(30), absl::Milliseconds(1)}) {
+    SCOPED_TRACE(absl::StrCat("slow_bookie_hold ", absl::FormatDuration(hold)));
+    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+    for (const auto& r : AppendRange(*writer, 0, 29, 8)) LKV_ASSERT_OK(r);
+    const std::string deaf = writer->metadata().segments(0).bookies(2);
+    auto dropped = std::make_shared<std::atomic<int>>(0);
+    FaultPoints::Get().Arm("bookie.fence.drop_request", [deaf, dropped](std::string_view bookie) {
+      if (bookie != deaf) return false;
+      dropped->fetch_add(1);
+      return true;
+    });
+    ClientOptions options;
+    options.slow_bookie_hold = hold;
+    // Each read waits for its answer: what is counted is where reads go.
+    options.speculative_read_timeout = absl::InfiniteDuration();
+    // 2-entry chunks, which rotate over the bookies when none is slow.
+    options.max_entries_per_read_rpc = 2;
+    LKV_ASSIGN_OR_FAIL(auto recoverer, cluster->NewClient(options));
+    LKV_ASSIGN_OR_FAIL(auto reader, recoverer->OpenLedger(writer->id(), OpenMode::kRecover));
+    ASSERT_GE(dropped->load(), 1) << "the fence request was not lost: the test proves nothing";
+    FaultPoints::Get().DisarmAll();  // the network heals
+    ASSERT_EQ(reader->last_readable(), 29);
+    absl::SleepFor(absl::Milliseconds(10));  // the short hold passes
+    const uint64_t before = BookieInfo(cluster->address(cluster->IndexOf(deaf))).read_requests();
+    ExpectReadable(*reader, 0, 29);
+    const uint64_t asked =
+        BookieInfo(cluster->address(cluster->IndexOf(deaf))).read_requests() - before;
+    if (hold > absl::Seconds(1)) {
+      EXPECT_EQ(asked, 0u) << "the reads after recovery asked the bookie it could not reach";
+    } else {
+      EXPECT_GT(asked, 0u) << "a hold that passed still kept the bookie out";
+    }
+  }
 }
 
 TEST(LedgerRecoveryTest, L8_WithoutEnoughFenceRepliesRecoveryFailsAndTruncatesNothing) {

@@ -211,6 +211,12 @@ TEST(LedgerWriteTest, BadInputGetsClearErrors) {
     EXPECT_EQ(LedgerClient::Create(no_speculation_timeout).status().code(),
               absl::StatusCode::kInvalidArgument);
   }
+  ClientOptions hold;
+  hold.metadata = cluster->store();
+  hold.slow_bookie_hold = absl::Milliseconds(-1);
+  EXPECT_EQ(LedgerClient::Create(hold).status().code(), absl::StatusCode::kInvalidArgument);
+  hold.slow_bookie_hold = absl::ZeroDuration();  // never hold: valid
+  LKV_ASSERT_OK(LedgerClient::Create(hold).status());
 }
 
 TEST(LedgerWriteTest, L2_BookieStoppedMidStreamEnsembleChangeKeepsEveryAckedEntry) {

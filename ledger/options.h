@@ -76,6 +76,12 @@ struct ClientOptions {
   // costs a read this long instead of the RPC deadline. Must be positive;
   // absl::InfiniteDuration() turns it off.
   absl::Duration speculative_read_timeout = absl::Milliseconds(500);
+  // How long reads plan around a bookie that did not answer (unreachable,
+  // past its deadline, or given up on speculatively; recovery notes the
+  // first two as well): its entries are asked of other replicas first, and
+  // of it only when no other replica is left. The hold ends early when it
+  // answers a read. Zero: never plan around a bookie. Must not be negative.
+  absl::Duration slow_bookie_hold = absl::Seconds(30);
   // Attempts of a metadata operation that fails with a transient error
   // (UNAVAILABLE) before the operation gives up: a CAS, and the placement
   // and metadata reads of a writer's ensemble change. Between attempts the

@@ -38,14 +38,20 @@ std::string Problem(const std::string& bookie_id, Code code) {
   return absl::StrCat("bookie ", bookie_id, ": ", bookie::v1::Code_Name(code));
 }
 
-// A bookie that could not be reached may have moved (re-registered at a new
-// address after a restart): drop its cached address so that the next
-// attempt resolves it again, as replica_read.cc does.
+// As replica_read.cc does for reads: a bookie that could not be reached may
+// have moved (re-registered at a new address after a restart), so its cached
+// address is dropped and the next attempt resolves it again; it and a bookie
+// past its deadline are marked slow, so that the reads that follow recovery
+// (a log replay) plan around them. A call merely still running when recovery
+// moved on is not marked: it was only slower than the quorum it needed.
 // REQUIRES: the call's Gather mu() held, or the call is done.
 template <typename Call>
-void ForgetIfUnreachable(ClientCore& core, const Call& call) {
-  if (call.done && call.status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    core.pool.Forget(call.bookie_id);
+void NoteUnanswered(ClientCore& core, const Call& call) {
+  if (!call.done) return;
+  const grpc::StatusCode code = call.status.error_code();
+  if (code == grpc::StatusCode::UNAVAILABLE) core.pool.Forget(call.bookie_id);
+  if (code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    core.slow_bookies.Mark(call.bookie_id);
   }
 }
 
@@ -115,7 +121,7 @@ absl::StatusOr<Fenced> FenceLastSegment(ClientCore& core, const meta::v1::Ledger
     return n >= needed;
   });
   absl::MutexLock l(&gather->mu());
-  for (const LacGather::Call* call : calls) ForgetIfUnreachable(core, *call);
+  for (const LacGather::Call* call : calls) NoteUnanswered(core, *call);
   if (!enough) {
     int n;
     const int first = weakest(&n);
@@ -296,7 +302,7 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
     absl::MutexLock l(&gather->mu());
     for (int i = 0; i < E; ++i) {
       const ReadGather::Call* call = calls[i];
-      ForgetIfUnreachable(core, *call);
+      NoteUnanswered(core, *call);
       if (!call->request.fence()) continue;
       if (confirms(*call)) {
         fenced[i] = true;
@@ -416,7 +422,7 @@ absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
           continue;
         }
         const int i = call->tag;
-        ForgetIfUnreachable(core, *call);
+        NoteUnanswered(core, *call);
         if (!call->status.ok()) {
           failed.insert(i);
           last_problem = Problem(call->bookie_id, call->status);
