@@ -78,9 +78,11 @@ struct ClientOptions {
   absl::Duration speculative_read_timeout = absl::Milliseconds(500);
   // How long reads plan around a bookie that did not answer (unreachable,
   // past its deadline, or given up on speculatively; recovery notes the
-  // first two as well): its entries are asked of other replicas first, and
-  // of it only when no other replica is left. The hold ends early when it
-  // answers a read. Zero: never plan around a bookie. Must not be negative.
+  // first two, and re-adds still unanswered after their grace period): its
+  // entries are asked of other replicas first, and of it only when no other
+  // replica is left. The hold ends early when it answers a read or a
+  // recovery call. Zero: never plan around a bookie; InfiniteDuration():
+  // until it answers. Must not be negative.
   absl::Duration slow_bookie_hold = absl::Seconds(30);
   // Attempts of a metadata operation that fails with a transient error
   // (UNAVAILABLE) before the operation gives up: a CAS, and the placement

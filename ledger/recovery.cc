@@ -42,12 +42,18 @@ std::string Problem(const std::string& bookie_id, Code code) {
 // have moved (re-registered at a new address after a restart), so its cached
 // address is dropped and the next attempt resolves it again; it and a bookie
 // past its deadline are marked slow, so that the reads that follow recovery
-// (a log replay) plan around them. A call merely still running when recovery
-// moved on is not marked: it was only slower than the quorum it needed.
+// (a log replay) plan around them, and a bookie that answered is no longer
+// slow. A call still running is left alone here: when recovery moves on
+// without it, it was only slower than the quorum it needed (re-adds mark
+// the ones still running after their grace period themselves, ReAdd).
 // REQUIRES: the call's Gather mu() held, or the call is done.
 template <typename Call>
 void NoteUnanswered(ClientCore& core, const Call& call) {
   if (!call.done) return;
+  if (call.status.ok()) {
+    core.slow_bookies.Clear(call.bookie_id);
+    return;
+  }
   const grpc::StatusCode code = call.status.error_code();
   if (code == grpc::StatusCode::UNAVAILABLE) core.pool.Forget(call.bookie_id);
   if (code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED) {
@@ -197,6 +203,7 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
         absl::MutexLock l(&in_flight[i].gather->mu());
         finished = in_flight[i].call->done;
         if (finished && confirms(*in_flight[i].call)) fenced[i] = true;
+        NoteUnanswered(core, *in_flight[i].call);
       }
       // Outside its mu(): this may destroy the Gather, which locks it.
       if (finished) in_flight[i] = FenceInFlight();

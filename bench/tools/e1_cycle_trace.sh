@@ -1,0 +1,130 @@
+#!/bin/bash
+# Where one group-commit cycle of the E1, 100-byte, 64-in-flight row of
+# ledger-bench goes, from the scheduler's point of view (no code changes).
+#
+#   bench/tools/e1_cycle_trace.sh [BUILD_DIR]
+#
+# Runs that row for 6 s, records 0.5 s of scheduler events in its middle
+# with `perf sched record` (Debian package linux-perf; run as root), finds
+# the four threads of the cycle (the bookie's journal thread J: the thread
+# of the process that sleeps most in D state; the client's add channel C,
+# the writer W and the bookie's connection thread B: the wake-up cycle
+# J -> C -> W -> B -> J), and prints the median and mean of each step:
+# a wake-up (X>Y..Y in: from X waking Y to Y running) or a thread's work
+# (Y in..Y>Z), the whole cycle, J's time asleep in D state (the journal
+# write and fdatasync) and the rest (CPU work and hand-offs).
+# docs/performance.md has figures from it. Environment variables pass
+# through to ledger-bench.
+set -euo pipefail
+build=${1:-build}
+bench="$build/bench/ledger-bench"
+[ -x "$bench" ] || { echo "no $bench: build first" >&2; exit 2; }
+command -v perf > /dev/null || { echo "perf not found (apt-get install linux-perf)" >&2; exit 2; }
+out=$(mktemp -d /tmp/e1_cycle.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+"$bench" --repeat 1 --seconds 6 --filter E1,Qw1,Qa1/100/64 > "$out/bench.txt" 2>&1 &
+pid=$!
+# The disk probe runs first on one thread; the row has many.
+for _ in $(seq 1 300); do
+  sleep 0.2
+  [ "$(ls "/proc/$pid/task" 2> /dev/null | wc -l)" -gt 10 ] && break
+done
+sleep 1.5
+perf sched record -o "$out/sched.data" -- sleep 0.5 > /dev/null 2>&1
+wait "$pid"
+perf script -i "$out/sched.data" -F tid,time,event,trace 2> /dev/null > "$out/sched.txt"
+grep '^E1' "$out/bench.txt"
+python3 - "$out/sched.txt" "$pid" <<'PY'
+import collections, re, statistics as st, sys
+path, pid = sys.argv[1], sys.argv[2]
+tids = None
+ev, wakes, dsleep = [], collections.Counter(), collections.Counter()
+for line in open(path):
+    m = re.match(r'\s*(\d+)\s+([\d.]+):\s+(\S+):\s+(.*)', line)
+    if not m:
+        continue
+    tid, t, e, tr = int(m.group(1)), float(m.group(2)) * 1e6, m.group(3), m.group(4)
+    if e == 'sched:sched_waking':
+        p = int(re.search(r' pid=(\d+)', tr).group(1))
+        ev.append((t, 'w', tid, p))
+        wakes[(tid, p)] += 1
+    elif e == 'sched:sched_switch':
+        m2 = re.search(r'prev_comm=(.*) prev_pid=(\d+).*prev_state=(\S+) ==> '
+                       r'next_comm=(.*) next_pid=(\d+)', tr)
+        a, b = int(m2.group(2)), int(m2.group(5))
+        ev.append((t, 'o', a, m2.group(3)))
+        ev.append((t, 'i', b, None))
+        if m2.group(3) == 'D' and 'ledger-bench' in m2.group(1):
+            dsleep[a] += 1
+if not dsleep:
+    sys.exit('no thread of ledger-bench slept in D state: nothing traced')
+J = dsleep.most_common(1)[0][0]
+best = None
+for (a, b), n1 in wakes.items():
+    if a != J:
+        continue
+    for (c, d), n2 in wakes.items():
+        if c != b:
+            continue
+        for (e_, g), n3 in wakes.items():
+            if e_ != d or len({J, b, d, g}) != 4 or not wakes.get((g, J)):
+                continue
+            score = min(n1, n2, n3, wakes[(g, J)])
+            if best is None or score > best[0]:
+                best = (score, b, d, g)
+if best is None:
+    sys.exit('no J -> C -> W -> B -> J wake-up cycle found')
+_, C, W, B = best
+names = {J: 'J', C: 'C', W: 'W', B: 'B'}
+seq = []
+for t, k, a, b in ev:
+    if k == 'w' and a in names and b in names:
+        seq.append((t, 'w', names[a] + '>' + names[b]))
+    elif k == 'i' and a in names:
+        seq.append((t, 'i', names[a]))
+    elif k == 'o' and a in names:
+        seq.append((t, 'o' + b, names[a]))
+steps = [('i', 'C'), ('w', 'C>W'), ('i', 'W'), ('w', 'W>B'), ('i', 'B'), ('w', 'B>J'),
+         ('i', 'J'), ('w', 'J>C')]
+keys = ['J>C..C in', 'C in..C>W', 'C>W..W in', 'W in..W>B', 'W>B..B in', 'B in..B>J',
+        'B>J..J in', 'J in..J>C']
+segs = {k: [] for k in keys}
+asleep = []
+n = len(seq)
+def find(i, kind, who):
+    while i < n and not (seq[i][1] == kind and seq[i][2] == who):
+        i += 1
+    return i
+i = 0
+while True:
+    idx = [find(i, 'w', 'J>C')]
+    if idx[0] >= n:
+        break
+    for kind, who in steps:
+        idx.append(find(idx[-1], kind, who))
+    if idx[-1] >= n:
+        break
+    ts = [seq[x][0] for x in idx]
+    if ts[-1] - ts[0] < 3000:  # a stall is not a cycle
+        for k, (x, y) in zip(keys, zip(ts, ts[1:])):
+            segs[k].append(y - x)
+        d, start = 0.0, None
+        for x in range(idx[7], idx[8]):
+            t, kind, who = seq[x]
+            if who == 'J' and kind == 'oD':
+                start = t
+            elif who == 'J' and kind == 'i' and start is not None:
+                d, start = d + t - start, None
+        asleep.append(d)
+    i = idx[-1]
+if not asleep:
+    sys.exit('no complete cycle found')
+print(f'{len(asleep)} cycles; threads J={J} C={C} W={W} B={B}')
+for k in keys:
+    print(f'  {k:10s} median {st.median(segs[k]):6.1f} us  mean {st.mean(segs[k]):6.1f} us')
+cycle = [sum(x) for x in zip(*(segs[k] for k in keys))]
+rest = [c - d for c, d in zip(cycle, asleep)]
+print(f'  cycle      median {st.median(cycle):6.1f} us  mean {st.mean(cycle):6.1f} us')
+print(f'  J in D     median {st.median(asleep):6.1f} us (journal write + fdatasync)')
+print(f'  the rest   median {st.median(rest):6.1f} us  mean {st.mean(rest):6.1f} us')
+PY
