@@ -170,6 +170,16 @@ void CrashWhileABatchOverwritesASyncMark(uint64_t mark_in_sector, Crash* c) {
            header.type == RecordType::kSyncMark;
   })) << "the idle writer wrote no sync mark after the last batch";
   c->marked = ReadAll(path);
+  {
+    // The growing journal's test encodes the mark itself: check it is this.
+    RecordHeader h;
+    h.type = RecordType::kSyncMark;
+    h.ledger_id = 0;
+    h.batch_offset = mark;
+    std::string encoded(kRecordHeaderSize, '\0');
+    EncodeRecordHeader(h, 1, mark, encoded.data());
+    ASSERT_EQ(c->marked.substr(mark, kRecordHeaderSize), encoded) << "the sync mark's encoding";
+  }
 
   EntryBatch torn;
   // A header-only record first: the second record starts right after where
@@ -421,64 +431,71 @@ TEST(PowerLossTest, ATornBatchKeepsOnlyItsIntactPrefixAndAKeptSyncMarkVouchesFor
   EXPECT_GT(mark_then_record, 0) << "no image kept the mark and the record after it";
 }
 
-// The growing journal: preallocation off, as it is while write batches
-// average kFillMaxAverageBatch or more (64 KiB entries), before a file's
-// first kFillAfterBatches batches, or after filling failed
-// (journal_file.h). The journal grows by appending, no sync mark is
-// written, and fdatasync also makes the new size durable. The model of a
-// power loss: everything before the end of the last completed fdatasync
-// holds its synced content. The file is as long as it was then (the size
-// update was lost), or as long as after the next batch's write; in that
-// case each 512-byte sector past the synced end holds, independently of the
-// others, the batch's bytes, zeros (a block allocated but never written),
-// or stale bytes from an earlier use of its block (here: this journal's
-// own bytes from kStaleDistance earlier, records that are valid, but at
-// another offset).
+// The growing journal: the preallocated journal file while it is not
+// filling (journal_file.h): before a file's first kFillAfterBatches
+// batches (every new file starts so), while batches average
+// kFillMaxAverageBatch or more (64 KiB entries), or after filling failed.
+// Records are appended, so fdatasync also makes the new size durable; the
+// idle writer's sync mark is written past the end (the file grows by 48
+// bytes), and the next batch over it.
+//
+// The model of a power loss: everything before the end of the last
+// completed fdatasync (the synced end) holds its synced content. The file
+// is as long as then, as long as with the sync mark, or as long as after
+// the next batch's write. Each 512-byte sector past the synced end holds,
+// independently of the others, the batch's bytes, the mark (the sectors it
+// covers), zeros (a block allocated but never written), or stale bytes of
+// another file or offset (here: this journal's bytes from kStaleDistance
+// earlier, valid records, but of another offset, so their headers fail).
+// Not modelled: stale bytes of a record once written at this very offset
+// of this file (a torn tail cut at an earlier restart, its block reused
+// when the file grew again). Replay would take such a record as part of the
+// batch; it was never acknowledged either, and entries never change their
+// bytes (one writer per ledger; recovery re-adds what it read), so that
+// costs nothing but "exactly the intact prefix", which this test asserts.
 constexpr uint64_t kTornFence = 4;  // fenced by the batch whose sync never completed
-constexpr int64_t kAppendTornEnd = kTornFirst + 3;  // its entries: kTornFirst..kAppendTornEnd-1
+constexpr int64_t kGrowingAcked = 40;  // acknowledged entries 0..39
+constexpr int64_t kGrowingTornFirst = kGrowingAcked;  // then the torn batch's 3 entries
 constexpr uint64_t kStaleDistance = 4096;
 
-StorageOptions AppendOptions(const std::string& dir) {
-  StorageOptions o = Options(dir);
-  o.journal_preallocate_bytes = 0;
-  return o;
-}
-
-struct AppendCrash {
+struct GrowingCrash {
   std::string dir;
   // The journal's size when the last fdatasync returned.
   uint64_t synced_end = 0;
   // The journal once the next batch was written (its sync never completed).
   std::string written;
+  // The sync mark the idle writer would have written at the synced end.
+  std::string mark;
   // That batch's records in journal order: two entries of kLedger, the
   // fence of kTornFence (entry_id -1), one more entry.
   std::vector<TornRecord> torn;
   std::map<int64_t, std::string> acked;
 };
 
-// Runs a bookie on the growing journal, checkpoints, adds and fences more,
-// and ends with a fence (acknowledged) and then one batch of two adds, a
-// fence and one more add whose fdatasync never completes. The batch's
-// three requests are queued while the writer is held right after the last
-// acknowledged sync, so that they make one batch.
-void CrashWhileTheGrowingJournalAppendsABatch(AppendCrash* c) {
+// Runs a bookie on the growing journal (fewer batches than start the
+// filler), checkpoints, adds and fences more, and ends with a fence
+// (acknowledged) and then one batch of two adds, a fence and one more add
+// whose fdatasync never completes. The batch's three requests are queued
+// while the writer is held right after the last acknowledged sync, so that
+// they make one batch.
+void CrashWhileTheGrowingJournalAppendsABatch(GrowingCrash* c) {
   ScopedFaultPoints faults;
-  c->dir = NewTempDir("power_loss_append");
-  auto opened = BookieStorage::Open(AppendOptions(c->dir));
+  c->dir = NewTempDir("power_loss_growing");
+  auto opened = BookieStorage::Open(Options(c->dir));
   ASSERT_TRUE(opened.ok()) << opened.status();
   BookieStorage& s = **opened;
   int64_t next = 0;
   auto add = [&] {
-    std::string payload = testing::Payload(kLedger, next);
+    std::string payload = testing::Payload(kLedger, next) + std::string(200, 'a');
     EntryBatch b;
     b.Add(kLedger, next, next - 1, payload);
     ASSERT_EQ(AddSync(s, b), std::vector<Code>{v1::OK}) << "entry " << next;
     c->acked[next++] = std::move(payload);
   };
-  while (next < kTornFirst / 2) ASSERT_NO_FATAL_FAILURE(add());
+  while (next < kGrowingAcked / 2) ASSERT_NO_FATAL_FAILURE(add());
   ASSERT_TRUE(s.Checkpoint().ok());  // replay starts in the middle of the file
   ASSERT_EQ(FenceSync(s, kFencedEarly), v1::OK);
-  while (next < kTornFirst) ASSERT_NO_FATAL_FAILURE(add());
+  while (next < kGrowingAcked) ASSERT_NO_FATAL_FAILURE(add());
   ASSERT_GE(s.GetStats().journal_bytes, 2 * kStaleDistance) << "too little journal to go stale";
 
   absl::Notification synced;
@@ -494,36 +511,36 @@ void CrashWhileTheGrowingJournalAppendsABatch(AppendCrash* c) {
   });
   Code last_fence = v1::CODE_UNSPECIFIED;
   std::thread fencer([&] { last_fence = FenceSync(s, kFencedLast); });
-  synced.WaitForNotification();
-  // The writer is held after the fence's sync, before its acknowledgement.
+  // The writer is held after the fence's sync, before its acknowledgement
+  // (and before an idle writer's sync mark: it finds the queue not empty).
+  const bool held = synced.WaitForNotificationWithTimeout(absl::Seconds(30));
   FaultPoints::Get().Arm("bookie.journal.before_sync", [c](std::string_view arg) {
     c->written = ReadAll(std::string(arg));
     return true;  // the power fails before the fdatasync completes
   });
   // The second entry's payload is sized so that the fence starts a sector:
-  // then some images keep the records before the fence and lose it.
+  // then some images keep the records before the fence and lose it. The
+  // entry after the fence runs into the next sector: then some images keep
+  // the fence and lose that entry.
   std::map<int64_t, std::string> torn_payloads;
   uint64_t fence_at = c->synced_end;
-  // The entry after the fence runs into the next sector: then some images
-  // keep the fence and lose that entry.
-  for (int64_t e = kTornFirst; e < kAppendTornEnd; ++e) {
+  for (int64_t e = kGrowingTornFirst; e < kGrowingTornFirst + 3; ++e) {
     std::string payload = absl::StrCat("unsynced entry ", e, " ");
-    uint64_t size = e == kTornFirst ? 280 : 600;
-    if (e == kTornFirst + 1) {
+    uint64_t size = e == kGrowingTornFirst ? 280 : 600;
+    if (e == kGrowingTornFirst + 1) {
       const uint64_t end = fence_at + kRecordHeaderSize + payload.size();
       size = (kSector - end % kSector) % kSector;
       if (size < 64) size += kSector;
     }
     payload.append(size, 'u');
-    if (e < kTornFirst + 2) fence_at += kRecordHeaderSize + payload.size();
+    if (e < kGrowingTornFirst + 2) fence_at += kRecordHeaderSize + payload.size();
     torn_payloads[e] = std::move(payload);
   }
-  auto torn_payload = [&](int64_t e) { return torn_payloads[e]; };
   EntryBatch before_fence;
   EntryBatch after_fence;
-  for (int64_t e = kTornFirst; e < kAppendTornEnd; ++e) {
-    (e < kTornFirst + 2 ? before_fence : after_fence).Add(kLedger, e, kTornFirst - 2,
-                                                          torn_payload(e));
+  for (int64_t e = kGrowingTornFirst; e < kGrowingTornFirst + 3; ++e) {
+    (e < kGrowingTornFirst + 2 ? before_fence : after_fence)
+        .Add(kLedger, e, kGrowingTornFirst - 2, torn_payloads[e]);
   }
   std::vector<Code> codes_before;
   std::vector<Code> codes_after;
@@ -543,7 +560,13 @@ void CrashWhileTheGrowingJournalAppendsABatch(AppendCrash* c) {
   });
   queued.Notify();
   fencer.join();
-  for (absl::Notification& d : done) d.WaitForNotification();
+  FaultPoints::Get().Disarm("bookie.journal.synced");
+  bool answered = true;
+  for (absl::Notification& d : done) {
+    answered &= d.WaitForNotificationWithTimeout(absl::Seconds(30));
+  }
+  ASSERT_TRUE(held) << "the last acknowledged batch never completed its sync";
+  ASSERT_TRUE(answered) << "the torn batch's requests were never answered";
   ASSERT_EQ(last_fence, v1::OK);
   ASSERT_EQ(codes_before, std::vector<Code>(2, v1::READ_ONLY))
       << "nothing of the batch whose sync failed is acknowledged";
@@ -551,14 +574,15 @@ void CrashWhileTheGrowingJournalAppendsABatch(AppendCrash* c) {
   ASSERT_EQ(codes_after, std::vector<Code>{v1::READ_ONLY});
   opened->reset();  // a crash: no checkpoint
 
-  // The batch's records, as written: one batch, in queue order.
+  // The batch's records, as written: one batch, in queue order, right at
+  // the end of the file (no zeros ahead: the filler never ran).
   uint64_t offset = c->synced_end;
-  for (int64_t e = kTornFirst; e < kAppendTornEnd; ++e) {
-    if (e == kTornFirst + 2) {
+  for (int64_t e = kGrowingTornFirst; e < kGrowingTornFirst + 3; ++e) {
+    if (e == kGrowingTornFirst + 2) {
       c->torn.push_back(TornRecord{-1, offset, kRecordHeaderSize, ""});
       offset += kRecordHeaderSize;
     }
-    const std::string payload = torn_payload(e);
+    const std::string& payload = torn_payloads[e];
     c->torn.push_back(TornRecord{e, offset, kRecordHeaderSize + payload.size(), payload});
     offset += kRecordHeaderSize + payload.size();
   }
@@ -574,73 +598,95 @@ void CrashWhileTheGrowingJournalAppendsABatch(AppendCrash* c) {
     }
     ASSERT_EQ(h.batch_offset, c->synced_end) << "one batch, started at the synced end";
   }
+  // The mark, as MarkSyncedIfIdle writes it (the preallocated journal's
+  // test checks that encoding against the real one).
+  RecordHeader mark;
+  mark.type = RecordType::kSyncMark;
+  mark.ledger_id = 0;
+  mark.batch_offset = c->synced_end;
+  c->mark.resize(kRecordHeaderSize);
+  EncodeRecordHeader(mark, 1, c->synced_end, c->mark.data());
 }
 
 // One journal a power loss can leave on the growing journal.
-struct AppendImage {
-  std::string sectors;  // per sector past the synced end: w, z or s; or "-"
-  std::string bytes;
+struct GrowingImage {
+  std::string sectors;  // per sector past the synced end: w, m, z or s
+  std::string bytes;    // as long as the file
 };
 
-std::vector<AppendImage> EveryAppendImage(const AppendCrash& c) {
-  std::vector<AppendImage> images;
-  // The size update was lost: the file ends where the last sync left it.
-  images.push_back(AppendImage{"-", c.written.substr(0, c.synced_end)});
-  const uint64_t begin = c.synced_end / kSector * kSector;
-  const uint64_t end = (c.written.size() + kSector - 1) / kSector * kSector;
-  const size_t n = (end - begin) / kSector;
-  const char names[] = {'w', 'z', 's'};
-  std::vector<int> pick(n, 0);
-  while (true) {
-    AppendImage image;
-    image.bytes = c.written;
-    image.bytes.resize(end, '\0');
+std::vector<GrowingImage> EveryGrowingImage(const GrowingCrash& c) {
+  const uint64_t S = c.synced_end;
+  const uint64_t mark_end = S + kRecordHeaderSize;
+  // The file with the mark and nothing after it: what the batch overwrote.
+  std::string marked = c.written.substr(0, S) + c.mark;
+  marked.resize(c.written.size(), '\0');
+  std::vector<GrowingImage> images;
+  for (uint64_t length : {S, mark_end, uint64_t{c.written.size()}}) {
+    const uint64_t begin = S / kSector * kSector;
+    const uint64_t end = (length + kSector - 1) / kSector * kSector;
+    const size_t n = length > S ? (end - begin) / kSector : 0;
+    // Per sector: the versions it may hold ('m' only where the mark was).
+    std::vector<std::string> choices(n);
     for (size_t i = 0; i < n; ++i) {
-      // The bytes before the synced end are the synced ones in every image.
-      const uint64_t from = std::max(begin + i * kSector, c.synced_end);
-      const uint64_t len = begin + (i + 1) * kSector - from;
-      if (names[pick[i]] == 'z') image.bytes.replace(from, len, len, '\0');
-      if (names[pick[i]] == 's') {
-        image.bytes.replace(from, len, c.written, from - kStaleDistance, len);
-      }
-      image.sectors += names[pick[i]];
+      choices[i] = begin + i * kSector < mark_end ? "wmzs" : "wzs";
     }
-    image.bytes.resize(c.written.size());
-    images.push_back(std::move(image));
-    size_t i = 0;
-    while (i < n && ++pick[i] == 3) pick[i++] = 0;
-    if (i == n) break;
+    std::vector<size_t> pick(n, 0);
+    while (true) {
+      GrowingImage image;
+      image.bytes = c.written;
+      image.bytes.resize(end, '\0');
+      for (size_t i = 0; i < n; ++i) {
+        // The bytes before the synced end are the synced ones in every image.
+        const uint64_t from = std::max(begin + i * kSector, S);
+        const uint64_t to = std::min<uint64_t>(begin + (i + 1) * kSector, c.written.size());
+        const char v = choices[i][pick[i]];
+        if (v == 'm') image.bytes.replace(from, to - from, marked, from, to - from);
+        if (v == 'z') image.bytes.replace(from, to - from, to - from, '\0');
+        if (v == 's') image.bytes.replace(from, to - from, c.written, from - kStaleDistance, to - from);
+        image.sectors += v;
+      }
+      image.bytes.resize(length);
+      if (n == 0) image.sectors = "-";
+      images.push_back(std::move(image));
+      size_t i = 0;
+      while (i < n && ++pick[i] == choices[i].size()) pick[i++] = 0;
+      if (i == n) break;
+    }
   }
   return images;
 }
 
-// L2, L5 and L7 at one bookie, through a power loss on the growing journal
-// (no preallocation): whatever the disk kept of a batch whose fdatasync
-// never completed (its size update, its bytes, zeros or stale bytes, sector
-// by sector), the bookie starts without counting a corrupt record, every
-// acknowledged add reads back with its bytes, and every acknowledged fence
-// holds. The torn batch keeps exactly its records up to the first one not
-// kept whole, its unacknowledged fence included (a fence kept after a later
-// record was lost would be a fence out of queue order; one lost with a
-// record before it kept is the same as a lost sync). Nothing of it reads
+// L2, L5 and L7 at one bookie, through a power loss on the growing journal:
+// whatever the disk kept of a batch whose fdatasync never completed (its
+// size update, the sync mark it overwrote, its bytes, zeros or stale bytes,
+// sector by sector), the bookie starts without counting a corrupt record,
+// every acknowledged add reads back with its bytes, and every acknowledged
+// fence holds. The torn batch keeps exactly its records up to the first one
+// not kept whole (none when the mark was kept), its unacknowledged fence
+// included: kept only with every record before it. Nothing of it reads
 // CORRUPT. Then the bookie takes the adds and the fence again and keeps
 // them through the next crash.
 TEST(PowerLossTest, AcknowledgedWritesSurviveEveryTornAppendOfTheGrowingJournal) {
-  AppendCrash c;
+  GrowingCrash c;
   ASSERT_NO_FATAL_FAILURE(CrashWhileTheGrowingJournalAppendsABatch(&c));
-  const std::vector<AppendImage> images = EveryAppendImage(c);
-  // Every sector's three versions differ, so every image is a different journal.
+  // Every sector's versions differ, so every image is a different journal.
   for (uint64_t at = c.synced_end; at < c.written.size(); at = (at / kSector + 1) * kSector) {
     const uint64_t len = std::min((at / kSector + 1) * kSector, c.written.size()) - at;
     const std::string_view written = std::string_view(c.written).substr(at, len);
+    const std::string_view stale = std::string_view(c.written).substr(at - kStaleDistance, len);
     ASSERT_FALSE(AllZeros(written)) << at;
-    ASSERT_NE(written, std::string_view(c.written).substr(at - kStaleDistance, len)) << at;
+    ASSERT_FALSE(AllZeros(stale)) << at;
+    ASSERT_NE(written, stale) << at;
   }
+  ASSERT_NE(std::string_view(c.written).substr(c.synced_end, kRecordHeaderSize), c.mark);
+  const std::vector<GrowingImage> images = EveryGrowingImage(c);
   std::map<size_t, int> images_keeping;  // records kept -> images
-  for (const AppendImage& image : images) {
-    SCOPED_TRACE(absl::StrCat("image: sectors from ", c.synced_end / kSector * kSector, ": ",
-                              image.sectors, " (w = the unsynced batch, z = zeros, s = stale; ",
-                              "- = the file as long as at the last sync)"));
+  int marks_kept = 0;
+  for (const GrowingImage& image : images) {
+    SCOPED_TRACE(absl::StrCat("image: ", image.bytes.size(), " bytes; sectors from ",
+                              c.synced_end / kSector * kSector, ": ", image.sectors,
+                              " (w = the unsynced batch, m = the sync mark, z = zeros, ",
+                              "s = stale; - = the file as long as at the last sync)"));
     size_t prefix = 0;
     while (prefix < c.torn.size()) {
       const TornRecord& r = c.torn[prefix];
@@ -651,9 +697,10 @@ TEST(PowerLossTest, AcknowledgedWritesSurviveEveryTornAppendOfTheGrowingJournal)
       ++prefix;
     }
     ++images_keeping[prefix];
+    marks_kept += image.bytes.compare(c.synced_end, kRecordHeaderSize, c.mark) == 0;
     const std::string dir = DirWithJournal(c.dir, image.bytes, image.bytes.size());
     {
-      std::unique_ptr<BookieStorage> s = Restart(AppendOptions(dir));
+      std::unique_ptr<BookieStorage> s = Restart(dir);
       ASSERT_NE(s, nullptr);
       EXPECT_EQ(s->GetStats().corrupt_records_at_startup, 0u)
           << "a torn tail counted as corruption";
@@ -680,13 +727,13 @@ TEST(PowerLossTest, AcknowledgedWritesSurviveEveryTornAppendOfTheGrowingJournal)
       int entries = 0;
       for (const TornRecord& r : c.torn) {
         if (r.entry_id < 0) continue;
-        again.Add(kLedger, r.entry_id, kTornFirst - 2, r.payload);
+        again.Add(kLedger, r.entry_id, kGrowingTornFirst - 2, r.payload);
         ++entries;
       }
       ASSERT_EQ(AddSync(*s, again), std::vector<Code>(entries, v1::OK));
       ASSERT_EQ(FenceSync(*s, kTornFence), v1::OK);
     }  // and crashes again
-    std::unique_ptr<BookieStorage> s = Restart(AppendOptions(dir));
+    std::unique_ptr<BookieStorage> s = Restart(dir);
     ASSERT_NE(s, nullptr);
     ASSERT_NO_FATAL_FAILURE(ExpectAcknowledgedWrites(*s, c.acked));
     for (const TornRecord& r : c.torn) {
@@ -701,11 +748,14 @@ TEST(PowerLossTest, AcknowledgedWritesSurviveEveryTornAppendOfTheGrowingJournal)
     s.reset();
     std::filesystem::remove_all(dir);
   }
-  // The images cover the fence kept and lost, and the batch kept whole.
+  // The images cover the fence kept and lost, the batch kept whole, and
+  // the mark kept.
   EXPECT_GT(images_keeping[0], 0);
   EXPECT_GT(images_keeping[2], 0) << "no image kept the records before the fence and not it";
   EXPECT_GT(images_keeping[3], 0) << "no image kept the fence and lost a record after it";
   EXPECT_GT(images_keeping[c.torn.size()], 0) << "no image kept the whole batch";
+  EXPECT_GT(marks_kept, 0);
+  RecordProperty("images", static_cast<int>(images.size()));
 }
 
 }  // namespace
