@@ -9,19 +9,22 @@
 namespace ledgerkv::ledger {
 
 void SlowBookies::Mark(const std::string& bookie_id) {
+  const absl::Time now = absl::Now();
   absl::MutexLock l(&mu_);
-  until_[bookie_id] = absl::Now() + hold_;
+  holds_[bookie_id] = Hold{now, now + hold_};
 }
 
-void SlowBookies::Clear(const std::string& bookie_id) {
+void SlowBookies::Clear(const std::string& bookie_id, absl::Time sent_at) {
   absl::MutexLock l(&mu_);
-  until_.erase(bookie_id);
+  auto it = holds_.find(bookie_id);
+  if (it != holds_.end() && it->second.marked <= sent_at) holds_.erase(it);
 }
 
 bool SlowBookies::IsSlow(const std::string& bookie_id) const {
+  const absl::Time now = absl::Now();
   absl::MutexLock l(&mu_);
-  auto it = until_.find(bookie_id);
-  return it != until_.end() && absl::Now() < it->second;
+  auto it = holds_.find(bookie_id);
+  return it != holds_.end() && now < it->second.until;
 }
 
 absl::StatusOr<VersionedLedger> LoadLedger(const ClientCore& core, uint64_t id) {

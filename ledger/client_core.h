@@ -36,14 +36,20 @@ class SlowBookies {
   explicit SlowBookies(absl::Duration hold) : hold_(hold) {}
   // Slow from now until now + hold.
   void Mark(const std::string& bookie_id) ABSL_LOCKS_EXCLUDED(mu_);
-  // It answered: no longer slow.
-  void Clear(const std::string& bookie_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // It answered a call sent at `sent_at`: no longer slow, unless it was
+  // marked after that call was sent (a failure seen later than what this
+  // answer shows; the answer may be noted long after it arrived).
+  void Clear(const std::string& bookie_id, absl::Time sent_at) ABSL_LOCKS_EXCLUDED(mu_);
   bool IsSlow(const std::string& bookie_id) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  struct Hold {
+    absl::Time marked;
+    absl::Time until;
+  };
   const absl::Duration hold_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, absl::Time> until_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Hold> holds_ ABSL_GUARDED_BY(mu_);
 };
 
 struct ClientCore {

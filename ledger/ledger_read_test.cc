@@ -35,6 +35,31 @@ using testing::PayloadFor;
 using testing::Quorums;
 using testing::TestCluster;
 
+// An answer is noted when its round is decided, possibly long after it
+// arrived: it clears a slow mark only if the mark is older than the call it
+// answered, never one a later failure set. Zero hold: nothing is held;
+// an infinite one holds until an answer.
+TEST(SlowBookiesTest, AnAnswerClearsOnlyAMarkOlderThanTheCallItAnswered) {
+  SlowBookies slow(absl::Seconds(30));
+  const absl::Time sent_before = absl::Now() - absl::Milliseconds(1);
+  slow.Mark("b");
+  EXPECT_TRUE(slow.IsSlow("b"));
+  EXPECT_FALSE(slow.IsSlow("other"));
+  slow.Clear("b", sent_before);
+  EXPECT_TRUE(slow.IsSlow("b")) << "an answer to a call sent before the mark cleared it";
+  slow.Clear("b", absl::Now());
+  EXPECT_FALSE(slow.IsSlow("b"));
+
+  SlowBookies none(absl::ZeroDuration());
+  none.Mark("b");
+  EXPECT_FALSE(none.IsSlow("b"));
+  SlowBookies forever(absl::InfiniteDuration());
+  forever.Mark("b");
+  EXPECT_TRUE(forever.IsSlow("b"));
+  forever.Clear("b", absl::Now());
+  EXPECT_FALSE(forever.IsSlow("b"));
+}
+
 TEST(LedgerReadTest, L6_ReaderNeverSeesBeyondLacOrLastEntry) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
   // Without explicit LAC writes the bookies' LAC stays one entry behind.

@@ -51,7 +51,7 @@ template <typename Call>
 void NoteUnanswered(ClientCore& core, const Call& call) {
   if (!call.done) return;
   if (call.status.ok()) {
-    core.slow_bookies.Clear(call.bookie_id);
+    core.slow_bookies.Clear(call.bookie_id, call.sent_at);
     return;
   }
   const grpc::StatusCode code = call.status.error_code();
@@ -306,20 +306,32 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
     // released (declared before the lock): a Gather's destructor cancels
     // and waits under its own mutex.
     std::vector<FenceInFlight> retired;
-    absl::MutexLock l(&gather->mu());
-    for (int i = 0; i < E; ++i) {
-      const ReadGather::Call* call = calls[i];
-      NoteUnanswered(core, *call);
-      if (!call->request.fence()) continue;
-      if (confirms(*call)) {
-        fenced[i] = true;
-      } else if (!call->done) {
-        retired.push_back(std::move(in_flight[i]));
-        in_flight[i] = FenceInFlight{gather, call};
+    Scan result;
+    {
+      absl::MutexLock l(&gather->mu());
+      for (int i = 0; i < E; ++i) {
+        const ReadGather::Call* call = calls[i];
+        NoteUnanswered(core, *call);
+        if (!call->request.fence()) continue;
+        if (confirms(*call)) {
+          fenced[i] = true;
+        } else if (!call->done) {
+          retired.push_back(std::move(in_flight[i]));
+          in_flight[i] = FenceInFlight{gather, call};
+        }
+      }
+      result = scan();
+      for (const Entry* copy : found) recovered.push_back(*copy);
+    }
+    if (result.kind != Scan::kMore) {
+      // Fencing reads of earlier windows that have ended since are noted
+      // like every call (the ones still running are cancelled on return).
+      for (const FenceInFlight& f : in_flight) {
+        if (f.gather == nullptr) continue;
+        absl::MutexLock l(&f.gather->mu());
+        NoteUnanswered(core, *f.call);
       }
     }
-    const Scan result = scan();
-    for (const Entry* copy : found) recovered.push_back(*copy);
     switch (result.kind) {
       case Scan::kAbsent:
         return recovered;

@@ -292,7 +292,7 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
                                           call->status.error_message()));
         continue;
       }
-      core.slow_bookies.Clear(call->bookie_id);  // it answered
+      core.slow_bookies.Clear(call->bookie_id, call->sent_at);  // it answered
       if (call->response.code() == Code::NO_SUCH_LEDGER) {
         for (int64_t e = plan.lo; e <= plan.hi; ++e) {
           auto o = outstanding.find(e);
@@ -430,7 +430,7 @@ absl::StatusOr<Entry> ReadEntryFromAnyReplica(ClientCore& core,
       reads.last_problem = absl::StrCat("bookie ", call->bookie_id, ": ", call->status.error_message());
       continue;
     }
-    core.slow_bookies.Clear(call->bookie_id);
+    core.slow_bookies.Clear(call->bookie_id, call->sent_at);
     if (const Entry* copy = intact(*call)) return *copy;
     Code code = call->response.code();
     bool answered = code != Code::OK;

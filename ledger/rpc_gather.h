@@ -50,6 +50,8 @@ class Gather {
     grpc::Status status;  // valid once done
     bool done = false;    // guarded by the Gather's mu()
     bool started = false;  // guarded by the Gather's mu(); sent to a bookie
+    // When it was sent (InfinitePast: never). Set before it is sent.
+    absl::Time sent_at = absl::InfinitePast();
     std::shared_ptr<BookieConn> conn;  // keeps the channel alive during the call
   };
   using Invoke = std::function<void(bookie::v1::Bookie::Stub*, grpc::ClientContext*,
@@ -96,7 +98,8 @@ class Gather {
   // REQUIRES: mu() not held (gRPC may complete a call inline).
   void Start(Call* call, std::shared_ptr<BookieConn> conn, absl::Duration timeout,
              const Invoke& invoke) {
-    call->ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    call->sent_at = absl::Now();
+    call->ctx.set_deadline(absl::ToChronoTime(call->sent_at + timeout));
     call->conn = std::move(conn);
     {
       absl::MutexLock l(&mu_);

@@ -30,14 +30,19 @@ for _ in $(seq 1 300); do
   [ "$(ls "/proc/$pid/task" 2> /dev/null | wc -l)" -gt 10 ] && break
 done
 sleep 1.5
+# The row's threads (they are gone once it ends).
+ls "/proc/$pid/task" > "$out/tids" 2> /dev/null || true
 perf sched record -o "$out/sched.data" -- sleep 0.5 > /dev/null 2>&1
-wait "$pid"
+if ! wait "$pid"; then
+  cat "$out/bench.txt" >&2
+  exit 1
+fi
 perf script -i "$out/sched.data" -F tid,time,event,trace 2> /dev/null > "$out/sched.txt"
-grep '^E1' "$out/bench.txt"
-python3 - "$out/sched.txt" "$pid" <<'PY'
+grep '^E1' "$out/bench.txt" || cat "$out/bench.txt"
+python3 - "$out/sched.txt" "$out/tids" <<'PY'
 import collections, re, statistics as st, sys
-path, pid = sys.argv[1], sys.argv[2]
-tids = None
+path = sys.argv[1]
+tids = {int(t) for t in open(sys.argv[2]).read().split()}
 ev, wakes, dsleep = [], collections.Counter(), collections.Counter()
 for line in open(path):
     m = re.match(r'\s*(\d+)\s+([\d.]+):\s+(\S+):\s+(.*)', line)
@@ -47,14 +52,15 @@ for line in open(path):
     if e == 'sched:sched_waking':
         p = int(re.search(r' pid=(\d+)', tr).group(1))
         ev.append((t, 'w', tid, p))
-        wakes[(tid, p)] += 1
+        if tid in tids and p in tids:
+            wakes[(tid, p)] += 1
     elif e == 'sched:sched_switch':
         m2 = re.search(r'prev_comm=(.*) prev_pid=(\d+).*prev_state=(\S+) ==> '
                        r'next_comm=(.*) next_pid=(\d+)', tr)
         a, b = int(m2.group(2)), int(m2.group(5))
         ev.append((t, 'o', a, m2.group(3)))
         ev.append((t, 'i', b, None))
-        if m2.group(3) == 'D' and 'ledger-bench' in m2.group(1):
+        if m2.group(3) == 'D' and a in tids:
             dsleep[a] += 1
 if not dsleep:
     sys.exit('no thread of ledger-bench slept in D state: nothing traced')
@@ -96,6 +102,7 @@ def find(i, kind, who):
         i += 1
     return i
 i = 0
+merged = 0
 while True:
     idx = [find(i, 'w', 'J>C')]
     if idx[0] >= n:
@@ -105,6 +112,12 @@ while True:
     if idx[-1] >= n:
         break
     ts = [seq[x][0] for x in idx]
+    # A step without its wake-up (its thread was runnable already) would
+    # merge two cycles into one: skip from one J>C to the next.
+    if idx[8] != find(idx[0] + 1, 'w', 'J>C'):
+        merged += 1
+        i = find(idx[0] + 1, 'w', 'J>C')
+        continue
     if ts[-1] - ts[0] < 3000:  # a stall is not a cycle
         for k, (x, y) in zip(keys, zip(ts, ts[1:])):
             segs[k].append(y - x)
@@ -119,12 +132,14 @@ while True:
     i = idx[-1]
 if not asleep:
     sys.exit('no complete cycle found')
-print(f'{len(asleep)} cycles; threads J={J} C={C} W={W} B={B}')
+print(f'{len(asleep)} cycles ({merged} skipped: a step without its wake-up); '
+      f'threads J={J} C={C} W={W} B={B}')
 for k in keys:
     print(f'  {k:10s} median {st.median(segs[k]):6.1f} us  mean {st.mean(segs[k]):6.1f} us')
 cycle = [sum(x) for x in zip(*(segs[k] for k in keys))]
 rest = [c - d for c, d in zip(cycle, asleep)]
-print(f'  cycle      median {st.median(cycle):6.1f} us  mean {st.mean(cycle):6.1f} us')
+print(f'  cycle      median {st.median(cycle):6.1f} us  mean {st.mean(cycle):6.1f} us '
+      '(not the sum of the medians above)')
 print(f'  J in D     median {st.median(asleep):6.1f} us (journal write + fdatasync)')
 print(f'  the rest   median {st.median(rest):6.1f} us  mean {st.mean(rest):6.1f} us')
 PY
