@@ -1,12 +1,18 @@
 #include "base/file.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/fault_env.h"
+#include "base/small_tmpfs.h"
 #include "gtest/gtest.h"
 
 namespace ledgerkv {
@@ -160,6 +166,49 @@ TEST(FaultInjectionEnvTest, NoSpaceWritesAPrefixAndFails) {
   EXPECT_EQ(ReadAll(&env, path), "01234");
   env.FailAppendsWithNoSpace(false);
   EXPECT_TRUE((*file)->Append("x").ok());
+}
+
+// Whether a file system is mounted at `dir` (as /proc/mounts names it).
+bool MountedAt(const std::string& dir) {
+  const std::string target = std::filesystem::canonical(dir).string();
+  std::ifstream mounts("/proc/mounts");
+  std::string line;
+  while (std::getline(mounts, line)) {
+    std::istringstream fields(line);
+    std::string source, at;
+    fields >> source >> at;
+    if (at == target) return true;
+  }
+  return false;
+}
+
+// A test process that crashes with a SmallTmpfs mounted cannot unmount it;
+// the next SmallTmpfs mount, in any test process, detaches it, so crashed
+// runs do not pile mounts up on a CI machine. Live processes' mounts stay.
+TEST(SmallTmpfsTest, AMountLeftByACrashedTestProcessIsDetachedByTheNextMount) {
+  ScopedDir crashed_dir;
+  ScopedDir live_dir;
+  ScopedDir next_dir;
+  SmallTmpfs live;
+  absl::Status live_mounted = live.Mount(live_dir.path(), 1);
+  if (!live_mounted.ok()) GTEST_SKIP() << "cannot mount here: " << live_mounted;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    SmallTmpfs fs;
+    // Exits without the destructor, as a crash would.
+    ::_exit(fs.Mount(crashed_dir.path(), 1).ok() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child could not mount";
+  ASSERT_TRUE(MountedAt(crashed_dir.path())) << "the crashed process's mount is not there";
+
+  SmallTmpfs next;
+  ASSERT_TRUE(next.Mount(next_dir.path(), 1).ok());
+  EXPECT_FALSE(MountedAt(crashed_dir.path())) << "the leftover mount was not detached";
+  EXPECT_TRUE(MountedAt(live_dir.path())) << "a live process's mount was detached";
+  EXPECT_TRUE(MountedAt(next_dir.path()));
 }
 
 }  // namespace

@@ -1,9 +1,13 @@
 // SmallTmpfs (tests): a real file system of a few MiB that a test can fill
 // up, to see what a component does when a write fails with ENOSPC. Mounts
 // a tmpfs (needs CAP_SYS_ADMIN: root in CI); unmounts it when destroyed.
+// A test process that crashes cannot unmount: its mounts name it (source
+// "ledgerkv-test-<pid>" in /proc/mounts), and the next Mount, in any test
+// process, detaches those of processes that no longer exist.
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -12,8 +16,11 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -34,13 +41,36 @@ class SmallTmpfs {
   // Mounts a tmpfs of `mib` MiB at the existing directory `dir`. An error
   // says why (typically EPERM without CAP_SYS_ADMIN: callers skip).
   absl::Status Mount(const std::string& dir, int mib) {
+    DetachLeftovers();
     const std::string opts = absl::StrCat("size=", mib, "m");
-    if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, opts.c_str()) != 0) {
+    const std::string source = absl::StrCat(kSourcePrefix, ::getpid());
+    if (::mount(source.c_str(), dir.c_str(), "tmpfs", 0, opts.c_str()) != 0) {
       return absl::ErrnoToStatus(errno, absl::StrCat("mount a ", mib, " MiB tmpfs at ", dir));
     }
     dir_ = dir;
     mounted_ = true;
     return absl::OkStatus();
+  }
+
+  // Detaches every SmallTmpfs mount of a process that no longer exists
+  // (one that crashed before unmounting). Returns how many it detached.
+  static int DetachLeftovers() {
+    std::ifstream mounts("/proc/mounts");
+    std::string line;
+    std::vector<std::string> stale;
+    while (std::getline(mounts, line)) {
+      std::istringstream fields(line);
+      std::string source, target, type;
+      fields >> source >> target >> type;
+      if (type != "tmpfs" || source.rfind(kSourcePrefix, 0) != 0) continue;
+      const long pid = std::strtol(source.c_str() + std::strlen(kSourcePrefix), nullptr, 10);
+      if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) {
+        stale.push_back(target);  // /proc/mounts escapes blanks as \040; ours have none
+      }
+    }
+    int detached = 0;
+    for (const std::string& target : stale) detached += ::umount2(target.c_str(), MNT_DETACH) == 0;
+    return detached;
   }
 
   // Waits until the free space has not changed for `stable` (a component's
@@ -100,6 +130,8 @@ class SmallTmpfs {
     if (::statvfs(dir_.c_str(), &fs) != 0) return 0;
     return uint64_t{fs.f_bavail} * fs.f_frsize;
   }
+
+  static constexpr const char* kSourcePrefix = "ledgerkv-test-";
 
   std::string dir_;
   bool mounted_ = false;
