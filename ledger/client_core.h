@@ -70,6 +70,28 @@ struct ClientCore {
   SlowBookies slow_bookies;
 };
 
+// What a finished call to a bookie (a Gather call: done, status, bookie_id,
+// sent_at) says about it, for the reads that follow: an answer clears its
+// slow mark (SlowBookies::Clear); a bookie that could not be reached may
+// have moved (re-registered at a new address after a restart), so its
+// cached address is dropped and the next attempt resolves it again, and it
+// and a bookie past its deadline are marked slow. A call still running says
+// nothing yet.
+// REQUIRES: the call's Gather mu() held, or the call is done.
+template <typename Call>
+void NoteCallOutcome(ClientCore& core, const Call& call) {
+  if (!call.done) return;
+  if (call.status.ok()) {
+    core.slow_bookies.Clear(call.bookie_id, call.sent_at);
+    return;
+  }
+  const grpc::StatusCode code = call.status.error_code();
+  if (code == grpc::StatusCode::UNAVAILABLE) core.pool.Forget(call.bookie_id);
+  if (code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    core.slow_bookies.Mark(call.bookie_id);
+  }
+}
+
 struct VersionedLedger {
   meta::v1::LedgerMetadata metadata;
   metadata::Version version = 0;

@@ -38,28 +38,11 @@ std::string Problem(const std::string& bookie_id, Code code) {
   return absl::StrCat("bookie ", bookie_id, ": ", bookie::v1::Code_Name(code));
 }
 
-// As replica_read.cc does for reads: a bookie that could not be reached may
-// have moved (re-registered at a new address after a restart), so its cached
-// address is dropped and the next attempt resolves it again; it and a bookie
-// past its deadline are marked slow, so that the reads that follow recovery
-// (a log replay) plan around them, and a bookie that answered is no longer
-// slow. A call still running is left alone here: when recovery moves on
-// without it, it was only slower than the quorum it needed (re-adds mark
-// the ones still running after their grace period themselves, ReAdd).
-// REQUIRES: the call's Gather mu() held, or the call is done.
-template <typename Call>
-void NoteUnanswered(ClientCore& core, const Call& call) {
-  if (!call.done) return;
-  if (call.status.ok()) {
-    core.slow_bookies.Clear(call.bookie_id, call.sent_at);
-    return;
-  }
-  const grpc::StatusCode code = call.status.error_code();
-  if (code == grpc::StatusCode::UNAVAILABLE) core.pool.Forget(call.bookie_id);
-  if (code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    core.slow_bookies.Mark(call.bookie_id);
-  }
-}
+// Recovery notes its calls as reads do (NoteCallOutcome), so that the reads
+// that follow it (a log replay) plan around a bookie it could not reach. A
+// call still running when recovery moves on without it was only slower
+// than the quorum it needed and is not marked (re-adds mark the ones still
+// running after their grace period themselves, ReAdd).
 
 // Starts `call` on its bookie, or fails it when the bookie cannot be resolved.
 template <typename G, typename Invoke>
@@ -127,7 +110,7 @@ absl::StatusOr<Fenced> FenceLastSegment(ClientCore& core, const meta::v1::Ledger
     return n >= needed;
   });
   absl::MutexLock l(&gather->mu());
-  for (const LacGather::Call* call : calls) NoteUnanswered(core, *call);
+  for (const LacGather::Call* call : calls) NoteCallOutcome(core, *call);
   if (!enough) {
     int n;
     const int first = weakest(&n);
@@ -203,7 +186,7 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
         absl::MutexLock l(&in_flight[i].gather->mu());
         finished = in_flight[i].call->done;
         if (finished && confirms(*in_flight[i].call)) fenced[i] = true;
-        NoteUnanswered(core, *in_flight[i].call);
+        NoteCallOutcome(core, *in_flight[i].call);
       }
       // Outside its mu(): this may destroy the Gather, which locks it.
       if (finished) in_flight[i] = FenceInFlight();
@@ -311,7 +294,7 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
       absl::MutexLock l(&gather->mu());
       for (int i = 0; i < E; ++i) {
         const ReadGather::Call* call = calls[i];
-        NoteUnanswered(core, *call);
+        NoteCallOutcome(core, *call);
         if (!call->request.fence()) continue;
         if (confirms(*call)) {
           fenced[i] = true;
@@ -329,7 +312,7 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
       for (const FenceInFlight& f : in_flight) {
         if (f.gather == nullptr) continue;
         absl::MutexLock l(&f.gather->mu());
-        NoteUnanswered(core, *f.call);
+        NoteCallOutcome(core, *f.call);
       }
     }
     switch (result.kind) {
@@ -441,7 +424,7 @@ absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
           continue;
         }
         const int i = call->tag;
-        NoteUnanswered(core, *call);
+        NoteCallOutcome(core, *call);
         if (!call->status.ok()) {
           failed.insert(i);
           last_problem = Problem(call->bookie_id, call->status);

@@ -84,16 +84,6 @@ void StartReads(ClientCore& core, ReadGather& gather, const std::vector<ReadGath
   }
 }
 
-// A read that got no answer: an unreachable bookie's address is looked up
-// again next time, and it and a bookie past its deadline are marked slow.
-void NoteUnanswered(ClientCore& core, const ReadGather::Call& call) {
-  const grpc::StatusCode code = call.status.error_code();
-  if (code == grpc::StatusCode::UNAVAILABLE) core.pool.Forget(call.bookie_id);
-  if (code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    core.slow_bookies.Mark(call.bookie_id);
-  }
-}
-
 // Waits for a round's calls. From speculative_read_timeout on, and again
 // after every answer, cancels each call still unanswered whose every entry
 // (of those it was asked for) was never given up on with this bookie and
@@ -286,13 +276,12 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
         }
         continue;
       }
+      NoteCallOutcome(core, *call);
       if (!call->status.ok()) {
-        NoteUnanswered(core, *call);
         fail_assigned(false, absl::StrCat("bookie ", call->bookie_id, ": ",
                                           call->status.error_message()));
         continue;
       }
-      core.slow_bookies.Clear(call->bookie_id, call->sent_at);  // it answered
       if (call->response.code() == Code::NO_SUCH_LEDGER) {
         for (int64_t e = plan.lo; e <= plan.hi; ++e) {
           auto o = outstanding.find(e);
@@ -424,13 +413,12 @@ absl::StatusOr<Entry> ReadEntryFromAnyReplica(ClientCore& core,
   EntryReads reads;
   for (ReadGather::Call* call : calls) {
     if (!call->done) continue;  // another replica answered; cancelled with the gather
+    NoteCallOutcome(core, *call);
     if (!call->status.ok()) {
-      NoteUnanswered(core, *call);
       reads.errors++;
       reads.last_problem = absl::StrCat("bookie ", call->bookie_id, ": ", call->status.error_message());
       continue;
     }
-    core.slow_bookies.Clear(call->bookie_id, call->sent_at);
     if (const Entry* copy = intact(*call)) return *copy;
     Code code = call->response.code();
     bool answered = code != Code::OK;
