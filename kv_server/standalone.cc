@@ -114,12 +114,11 @@ absl::StatusOr<std::unique_ptr<Standalone>> Standalone::Start(StandaloneOptions 
   // transport instead of loopback TCP (docs/performance.md). They still
   // register their TCP address, which other processes (the ledger CLI) use.
   co.local_channel = [raw = s.get()](const std::string& address,
-                                     const grpc::ChannelArguments& args)
-      -> std::shared_ptr<grpc::Channel> {
+                                     const grpc::ChannelArguments& args) -> ledger::LocalChannel {
     for (const auto& b : raw->bookies_) {
-      if (b->address() == address) return b->InProcessChannel(args);
+      if (b->address() == address) return {b->InProcessChannel(args), b->InProcessCallGate()};
     }
-    return nullptr;
+    return {};
   };
   // And their adds (the write path) without gRPC at all: a function call
   // into the bookie's storage, answered from its journal thread after the

@@ -44,7 +44,11 @@ std::shared_ptr<BookieConn> BookiePool::ForAddress(const std::string& address) {
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     conn = std::make_shared<BookieConn>();
     conn->address = address;
-    if (local_channel_) conn->channel = local_channel_(address, args);
+    if (local_channel_) {
+      LocalChannel local = local_channel_(address, args);
+      conn->channel = std::move(local.channel);
+      if (conn->channel != nullptr) conn->call_gate = std::move(local.gate);
+    }
     if (conn->channel != nullptr && local_add_) conn->local_add = local_add_(address);
     if (conn->channel == nullptr) {
       conn->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);

@@ -12,10 +12,12 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/support/status.h"
 #include "ledger/add_channel.h"
 #include "ledger/options.h"
 #include "metadata/metadata_store.h"
@@ -27,9 +29,24 @@ using LocalChannelFactory = decltype(ClientOptions::local_channel);
 using LocalAddFactory = decltype(ClientOptions::local_add);
 
 struct BookieConn {
+  // Starts one call on `stub` by running `start` (which must not block).
+  // For a bookie of this process, only while it serves: once it began
+  // shutting down, returns false without running `start`, and the caller
+  // completes the call UNAVAILABLE itself (ClientOptions::local_channel).
+  bool StartCall(absl::FunctionRef<void()> start) const {
+    if (!call_gate) {
+      start();
+      return true;
+    }
+    return call_gate(start);
+  }
+
   std::string address;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<bookie::v1::Bookie::Stub> stub;
+  // Set with an in-process channel: every call on `stub` starts through it
+  // (StartCall).
+  LocalCallGate call_gate;
   // Set for a bookie of this process (ClientOptions::local_add): writers
   // add through it instead of the stub.
   LocalAddFn local_add;
@@ -37,6 +54,12 @@ struct BookieConn {
   // through the bookie's add port (docs/add-transport.md) instead of the stub.
   std::unique_ptr<AddChannel> add_channel;
 };
+
+// The status of a call that BookieConn::StartCall refused.
+inline grpc::Status ShutDownStatus(const BookieConn& conn) {
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      "bookie " + conn.address + " of this process has shut down");
+}
 
 class BookiePool {
  public:

@@ -8,6 +8,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/fault_env.h"
 #include "base/file.h"
 #include "grpcpp/channel.h"
@@ -48,11 +51,11 @@ struct InProcessSetup {
     co.metadata = store.get();
     co.rpc_timeout = absl::Seconds(2);
     co.metadata_retries = 1;
-    co.local_channel = [this](const std::string& address, const grpc::ChannelArguments& args)
-        -> std::shared_ptr<grpc::Channel> {
-      if (address != server->address()) return nullptr;
+    co.local_channel = [this](const std::string& address,
+                              const grpc::ChannelArguments& args) -> LocalChannel {
+      if (address != server->address()) return {};
       in_process_channels.fetch_add(1);
-      return server->InProcessChannel(args);
+      return {server->InProcessChannel(args), server->InProcessCallGate()};
     };
     if (direct_add) {
       co.local_add = [this](const std::string& address) -> LocalAddFn {
@@ -151,6 +154,37 @@ TEST(InProcessChannelTest, DirectAddToAShutDownBookieFailsTheAdd) {
   grpc::Status status;
   late(request, &response, [&](const grpc::Status& s) { status = s; });
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+}
+
+// gRPC's in-process transport hands a starting call to the server's side of
+// the channel, which the server's shutdown leaves closed: a call started
+// after that crashed the process (seen in CI: a writer's explicit LAC write,
+// due while its bookie was shutting down). Every call through the channel of
+// a bookie that shut down - reads, the writer's LAC writes and adds - fails
+// UNAVAILABLE instead, never acknowledged and never a crash.
+TEST(InProcessChannelTest, CallsThroughTheChannelOfAShutDownBookieFailUnavailable) {
+  InProcessSetup s(/*sync=*/true);
+  ASSERT_NE(s.client, nullptr);
+  LKV_ASSIGN_OR_FAIL(auto closed, s.client->CreateLedger(Quorums(1, 1, 1)));
+  LKV_ASSERT_OK(closed->Append(PayloadFor(0)).status());
+  LKV_ASSERT_OK(closed->Close());
+  LKV_ASSIGN_OR_FAIL(auto reader, s.client->OpenLedger(closed->id(), OpenMode::kNoRecovery));
+  LKV_ASSIGN_OR_FAIL(auto writer, s.client->CreateLedger(Quorums(1, 1, 1)));
+  LKV_ASSERT_OK(writer->Append(PayloadFor(0)).status());
+  const int64_t lac_writes_before = writer->stats().lac_writes;
+  s.server->Shutdown();
+
+  auto read = reader->Read(0, 0);
+  ASSERT_FALSE(read.ok()) << "read from a bookie that shut down";
+  EXPECT_TRUE(absl::IsUnavailable(read.status())) << read.status();
+
+  // The idle writer's explicit LAC write (due 50 ms after its last add)
+  // goes out through the closed channel and fails quietly.
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_GT(writer->stats().lac_writes, lac_writes_before) << "no LAC write was attempted";
+
+  auto after = writer->Append(PayloadFor(1));
+  EXPECT_FALSE(after.ok()) << "acknowledged by a bookie that shut down";
 }
 
 // The control that shows the test above can fail: a bookie in relaxed mode

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
 
 namespace grpc {
@@ -35,6 +36,21 @@ namespace ledgerkv::ledger {
 using LocalAddFn = std::function<void(const bookie::v1::AddRequest& request,
                                       bookie::v1::AddResponse* response,
                                       std::function<void(const grpc::Status&)> done)>;
+
+// Guards the start of a call on the in-process channel of a bookie of this
+// process (ClientOptions::local_channel; typically
+// BookieServer::InProcessCallGate): runs `start`, which starts one call, and
+// returns true while the bookie serves; returns false without running it once
+// the bookie began shutting down. gRPC's in-process transport crashes the
+// process on a call started after its server stopped, so the client starts
+// every call on such a channel through its gate.
+using LocalCallGate = std::function<bool(absl::FunctionRef<void()> start)>;
+
+// What ClientOptions::local_channel gives for a bookie of this process.
+struct LocalChannel {
+  std::shared_ptr<grpc::Channel> channel;  // nullptr: not in this process (TCP)
+  LocalCallGate gate;                      // required with a channel
+};
 
 struct ClientOptions {
   // The metadata store holding ledger metadata and bookie registrations.
@@ -98,13 +114,13 @@ struct ClientOptions {
   // standalone`), by the address the bookie registered. The client asks it
   // once per address, with the channel arguments it would use over TCP
   // (message sizes, ...); a non-null channel (typically
-  // BookieServer::InProcessChannel) replaces the TCP connection, saving the
-  // loopback socket and HTTP/2 framing on every RPC. nullptr: connect over
-  // TCP as usual. Called under the client's
-  // channel-cache lock: it must not call back into the client. The bookies
-  // must outlive every call the client makes through their channels.
-  std::function<std::shared_ptr<grpc::Channel>(const std::string& address,
-                                               const grpc::ChannelArguments& args)>
+  // BookieServer::InProcessChannel, with its InProcessCallGate as the gate)
+  // replaces the TCP connection, saving the loopback socket and HTTP/2
+  // framing on every RPC. A null channel: connect over TCP as usual. Called
+  // under the client's channel-cache lock: it must not call back into the
+  // client. A bookie may shut down before the client: calls through its
+  // channel then fail UNAVAILABLE (its gate refuses them).
+  std::function<LocalChannel(const std::string& address, const grpc::ChannelArguments& args)>
       local_channel;
   // Optional, with local_channel: a direct add path to a bookie in this
   // process (typically BookieServer::LocalAdd), asked once per address; an

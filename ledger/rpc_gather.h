@@ -108,13 +108,16 @@ class Gather {
     }
     // The callback's last action is releasing mu_; the destructor may free
     // the Gather right after (absl::Mutex allows that, as Notification does).
-    invoke(call->conn->stub.get(), &call->ctx, &call->request, &call->response,
-           [this, call](grpc::Status status) {
-             absl::MutexLock l(&mu_);
-             call->status = std::move(status);
-             call->done = true;
-             --callbacks_pending_;
-           });
+    auto done = [this, call](grpc::Status status) {
+      absl::MutexLock l(&mu_);
+      call->status = std::move(status);
+      call->done = true;
+      --callbacks_pending_;
+    };
+    const bool started = call->conn->StartCall([&] {
+      invoke(call->conn->stub.get(), &call->ctx, &call->request, &call->response, done);
+    });
+    if (!started) done(ShutDownStatus(*call->conn));
   }
 
   // Completes `call` without sending it (its bookie could not be resolved).

@@ -221,8 +221,11 @@ void WriterState::SendAll(std::vector<AddCall*> calls) {
       continue;
     }
     call->ctx.set_deadline(absl::ToChronoTime(deadline));
-    call->conn->stub->async()->Add(&call->ctx, &call->request, &call->response,
-                                   [this, call](grpc::Status status) { OnAddDone(call, status); });
+    const bool started = call->conn->StartCall([this, call] {
+      call->conn->stub->async()->Add(&call->ctx, &call->request, &call->response,
+                                     [this, call](grpc::Status status) { OnAddDone(call, status); });
+    });
+    if (!started) OnAddDone(call, ShutDownStatus(*call->conn));
   }
 }
 
@@ -407,8 +410,11 @@ void WriterState::SendLacCalls(std::vector<LacCall*> calls) {
   for (LacCall* call : calls) {
     // Owned by live_lac_calls_ until OnLacDone, like an AddCall.
     call->ctx.set_deadline(absl::ToChronoTime(deadline));
-    call->conn->stub->async()->WriteLac(&call->ctx, &call->request, &call->response,
-                                        [this, call](grpc::Status) { OnLacDone(call); });
+    const bool started = call->conn->StartCall([this, call] {
+      call->conn->stub->async()->WriteLac(&call->ctx, &call->request, &call->response,
+                                          [this, call](grpc::Status) { OnLacDone(call); });
+    });
+    if (!started) OnLacDone(call);
   }
 }
 

@@ -43,13 +43,28 @@ BookieServer::BookieServer(BookieOptions options) : options_(std::move(options))
 BookieServer::~BookieServer() { Shutdown(); }
 
 std::shared_ptr<grpc::Channel> BookieServer::InProcessChannel(const grpc::ChannelArguments& args) {
+  // Under mu_: Shutdown sets shutdown_ under it before it resets server_.
+  absl::MutexLock l(&mu_);
+  if (shutdown_ || server_ == nullptr) return nullptr;
   return server_->InProcessChannel(args);
+}
+
+LocalCallGate BookieServer::InProcessCallGate() {
+  return [gate = local_gate_](absl::FunctionRef<void()> start) {
+    // As LocalAdd: a start that saw the service passes before Shutdown's
+    // wait for `active` ends, so before the server stops.
+    gate->active.fetch_add(1);
+    const bool serving = gate->service.load() != nullptr;
+    if (serving) start();
+    gate->active.fetch_sub(1);
+    return serving;
+  };
 }
 
 LocalAddFunction BookieServer::LocalAdd() {
   // The gate was opened by Start and is closed by Shutdown; this only hands
   // out a function that goes through it.
-  return [gate = local_add_gate_](const v1::AddRequest& request, v1::AddResponse* response,
+  return [gate = local_gate_](const v1::AddRequest& request, v1::AddResponse* response,
                                   std::function<void(const grpc::Status&)> done) {
     gate->active.fetch_add(1);
     BookieServiceImpl* service = gate->service.load();
@@ -74,7 +89,7 @@ absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions 
   s->instance_id_ = s->storage_->instance_id();
 
   s->service_ = std::make_unique<BookieServiceImpl>(s->storage_.get(), kReadThreads);
-  s->local_add_gate_->service.store(s->service_.get());
+  s->local_gate_->service.store(s->service_.get());
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(s->options_.listen, grpc::InsecureServerCredentials(), &port);
@@ -359,10 +374,11 @@ void BookieServer::Shutdown() {
     service_->set_add_port(0);  // a client reconnecting now falls back to the RPC
     add_server_->Shutdown();
   }
-  // No new local adds; those inside the service finish handing over (they
-  // never block), and the storage's close answers them.
-  local_add_gate_->service.store(nullptr);
-  while (local_add_gate_->active.load() != 0) std::this_thread::yield();
+  // No new local adds or in-process calls; adds inside the service finish
+  // handing over (they never block), and the storage's close answers them;
+  // calls that started are failed by the server's shutdown below.
+  local_gate_->service.store(nullptr);
+  while (local_gate_->active.load() != 0) std::this_thread::yield();
   // Storage first: it answers every queued add and ends long polls, so the
   // gRPC shutdown below has no reaction left waiting.
   if (storage_ != nullptr) {

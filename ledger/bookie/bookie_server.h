@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -44,6 +45,10 @@ class AddResponse;
 using LocalAddFunction =
     std::function<void(const v1::AddRequest& request, v1::AddResponse* response,
                        std::function<void(const grpc::Status&)> done)>;
+
+// Starts a call on an in-process channel (BookieServer::InProcessCallGate);
+// the type of ledger::LocalCallGate (ledger/options.h).
+using LocalCallGate = std::function<bool(absl::FunctionRef<void()> start)>;
 
 struct BookieOptions {
   // Data directory (created if missing).
@@ -96,9 +101,19 @@ class BookieServer {
   // A channel to this bookie's service that stays inside the process (gRPC's
   // in-process transport: no socket, no HTTP/2 framing), for a client in the
   // same process (ClientOptions::local_channel). Same service, same replies:
-  // an add is still answered only after its fdatasync. Calls fail once the
-  // bookie shuts down. REQUIRES: called before Shutdown.
+  // an add is still answered only after its fdatasync. Every call must start
+  // through InProcessCallGate(): gRPC's in-process transport hands a starting
+  // call to the server's side, which Shutdown closes, and a call started
+  // after that crashes the process. Calls running when Shutdown begins fail.
+  // nullptr once Shutdown began.
   std::shared_ptr<grpc::Channel> InProcessChannel(const grpc::ChannelArguments& args);
+
+  // Runs `start` (which starts one call on an InProcessChannel) and returns
+  // true while the bookie serves; once Shutdown began, returns false without
+  // running it (the caller fails the call UNAVAILABLE). Shutdown waits for
+  // the `start`s already running before it stops the server. May be called
+  // at any time, also after the BookieServer is gone. `start` must not block.
+  LocalCallGate InProcessCallGate();
 
   // The Add of this bookie as a function call, for a ledger client in the
   // same process (ClientOptions::local_add): the service's own Add (same
@@ -141,13 +156,14 @@ class BookieServer {
   std::unique_ptr<BookieServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<AddServer> add_server_;
-  // Lets LocalAdd functions outlive the service safely: Shutdown clears
-  // `service` and waits until no call is inside it.
-  struct LocalAddGate {
+  // Lets LocalAdd functions and in-process calls outlive the service and
+  // the gRPC server safely: Shutdown clears `service` and waits until no
+  // local add or call start is inside the gate.
+  struct LocalGate {
     std::atomic<BookieServiceImpl*> service{nullptr};
     std::atomic<int> active{0};
   };
-  const std::shared_ptr<LocalAddGate> local_add_gate_ = std::make_shared<LocalAddGate>();
+  const std::shared_ptr<LocalGate> local_gate_ = std::make_shared<LocalGate>();
 
   absl::Mutex gc_mu_;  // one GC round at a time
 
