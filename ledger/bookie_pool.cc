@@ -45,9 +45,13 @@ std::shared_ptr<BookieConn> BookiePool::ForAddress(const std::string& address) {
     conn = std::make_shared<BookieConn>();
     conn->address = address;
     if (local_channel_) {
+      // A channel without its gate is not used: a call started after the
+      // bookie stopped would crash the process (options.h).
       LocalChannel local = local_channel_(address, args);
-      conn->channel = std::move(local.channel);
-      if (conn->channel != nullptr) conn->call_gate = std::move(local.gate);
+      if (local.channel != nullptr && local.gate) {
+        conn->channel = std::move(local.channel);
+        conn->call_gate = std::move(local.gate);
+      }
     }
     if (conn->channel != nullptr && local_add_) conn->local_add = local_add_(address);
     if (conn->channel == nullptr) {

@@ -49,7 +49,7 @@ using LocalCallGate = std::function<bool(absl::FunctionRef<void()> start)>;
 // What ClientOptions::local_channel gives for a bookie of this process.
 struct LocalChannel {
   std::shared_ptr<grpc::Channel> channel;  // nullptr: not in this process (TCP)
-  LocalCallGate gate;                      // required with a channel
+  LocalCallGate gate;                      // required: without it, TCP
 };
 
 struct ClientOptions {

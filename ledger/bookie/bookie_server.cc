@@ -65,7 +65,7 @@ LocalAddFunction BookieServer::LocalAdd() {
   // The gate was opened by Start and is closed by Shutdown; this only hands
   // out a function that goes through it.
   return [gate = local_gate_](const v1::AddRequest& request, v1::AddResponse* response,
-                                  std::function<void(const grpc::Status&)> done) {
+                              std::function<void(const grpc::Status&)> done) {
     gate->active.fetch_add(1);
     BookieServiceImpl* service = gate->service.load();
     if (service == nullptr) {

@@ -105,7 +105,8 @@ class BookieServer {
   // through InProcessCallGate(): gRPC's in-process transport hands a starting
   // call to the server's side, which Shutdown closes, and a call started
   // after that crashes the process. Calls running when Shutdown begins fail.
-  // nullptr once Shutdown began.
+  // nullptr once Shutdown marked the bookie shut down (calls on a channel
+  // handed out before that are refused by the gate).
   std::shared_ptr<grpc::Channel> InProcessChannel(const grpc::ChannelArguments& args);
 
   // Runs `start` (which starts one call on an InProcessChannel) and returns
