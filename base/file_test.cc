@@ -1,5 +1,7 @@
 #include "base/file.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/fault_env.h"
 #include "base/small_tmpfs.h"
+#include "base/test_port.h"
 #include "gtest/gtest.h"
 
 namespace ledgerkv {
@@ -209,6 +212,32 @@ TEST(SmallTmpfsTest, AMountLeftByACrashedTestProcessIsDetachedByTheNextMount) {
   EXPECT_FALSE(MountedAt(crashed_dir.path())) << "the leftover mount was not detached";
   EXPECT_TRUE(MountedAt(live_dir.path())) << "a live process's mount was detached";
   EXPECT_TRUE(MountedAt(next_dir.path()));
+}
+
+// Servers restarted on the same address take their port from below the
+// kernel's ephemeral range: a port the kernel hands out for port 0 or an
+// outgoing connection (which a parallel test would hold) is never picked.
+TEST(TestPortTest, RestartablePortsAreFreeAndOutsideTheEphemeralRange) {
+  int low = 0, high = 0;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
+  ASSERT_GT(low, kLowestTestPort + 1000) << "this machine leaves no room below its ephemeral range";
+  for (int i = 0; i < 50; ++i) {
+    const int port = PickRestartablePort();
+    EXPECT_GE(port, kLowestTestPort);
+    EXPECT_LT(port, low) << "picked from the ephemeral range " << low << "-" << high;
+  }
+  // A port held by a listener is not handed out again.
+  const int held = PickRestartablePort();
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(held));
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << "picked a busy port";
+  ASSERT_EQ(::listen(fd, 1), 0);
+  EXPECT_FALSE(test_port_internal::CanBind(held));
+  ::close(fd);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "base/status_macros.h"
+#include "base/test_port.h"
 #include "ledger/bookie/bookie_server.h"
 #include "ledger/ledger_client.h"
 #include "metadata/embedded_store.h"
@@ -93,7 +94,20 @@ class TestCluster {
     bo.sync = options_.sync;
     bo.add_listen = options_.add_listen;
     bo.metadata = store_.get();
-    ASSIGN_OR_RETURN(b.server, bookie::BookieServer::Start(bo));
+    // RestartBookie binds this address again: a port outside the kernel's
+    // ephemeral range stays free meanwhile (base/test_port.h). Another
+    // test process may pick the same port first: then pick again.
+    absl::Status last;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      bo.listen = absl::StrCat("127.0.0.1:", PickRestartablePort());
+      auto started = bookie::BookieServer::Start(bo);
+      if (started.ok()) {
+        b.server = *std::move(started);
+        break;
+      }
+      last = started.status();
+    }
+    if (b.server == nullptr) return last;
     b.address = b.server->address();
     b.id = b.server->bookie_id();
     bookies_.push_back(std::move(b));

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/test_port.h"
 #include "absl/strings/str_join.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -31,22 +32,12 @@ namespace {
 
 constexpr char kEtcdBinary[] = "/usr/bin/etcd";
 
-// A loopback port that was free a moment ago.
+// A loopback port that was free a moment ago, outside the kernel's
+// ephemeral range: etcd restarts on it (base/test_port.h).
 absl::StatusOr<int> FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::ErrnoToStatus(errno, "socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const int err = errno;
-    close(fd);
-    return absl::ErrnoToStatus(err, "bind to a free loopback port");
-  }
-  close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
+  const int port = PickRestartablePort();
+  if (port <= 0) return absl::UnavailableError("no free loopback port");
+  return port;
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "absl/debugging/failure_signal_handler.h"
 #include "absl/debugging/symbolize.h"
 #include "absl/strings/str_cat.h"
+#include "base/test_port.h"
 
 namespace ledgerkv::testing {
 namespace {
@@ -54,18 +55,7 @@ std::string BinaryPath(const std::string& relative) {
   return (self.parent_path().parent_path() / relative).string();
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
+int FreePort() { return PickRestartablePort(); }
 
 absl::StatusOr<std::unique_ptr<Process>> Process::Start(std::vector<std::string> argv,
                                                          const std::string& ready_marker,

@@ -16,8 +16,9 @@ namespace ledgerkv::testing {
 // ctest; falls back to the path relative to the test binary).
 std::string BinaryPath(const std::string& relative);
 
-// A loopback TCP port that was free a moment ago (for servers that must
-// restart on the same address).
+// A loopback TCP port that was free a moment ago, outside the kernel's
+// ephemeral range (for servers that must restart on the same address;
+// base/test_port.h).
 int FreePort();
 
 // A child process with stdout piped to the parent; stderr goes to a log file

@@ -1,0 +1,84 @@
+// PickRestartablePort (tests): a loopback TCP port for a test server that is
+// stopped and started again on the same address (a bookie restarted after a
+// kill, etcd, a standalone process).
+//
+// Port 0 and outgoing connections take their ports from the kernel's
+// ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by default).
+// A port from there, free while its server is down, is soon taken by some
+// socket of a test running in parallel (ctest -j2), and the restart fails
+// with EADDRINUSE: seen as "bookie: cannot listen on 127.0.0.1:34481" in
+// range_test. The ports picked here come from below that range, at random,
+// and were free at the moment of the pick (a bind check), so only another
+// explicit pick in another test process can collide, which is rare and
+// shows at the first start, where callers pick again.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <fstream>
+#include <random>
+
+namespace ledgerkv {
+
+namespace test_port_internal {
+
+// Whether 127.0.0.1:`port` can be bound now (as gRPC binds: SO_REUSEADDR,
+// so a connection of an earlier server in TIME_WAIT does not count).
+inline bool CanBind(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// A port the kernel hands out for port 0 (the fallback).
+inline int EphemeralPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+}  // namespace test_port_internal
+
+// Lowest port picked: above the well-known and registered ports tests or
+// the machine may use (etcd's 2379/2380, the standalone's 7070).
+constexpr int kLowestTestPort = 10000;
+
+// Returns a port below the ephemeral range, free at the time of the call;
+// if that range is too small on this machine, or 200 random picks were all
+// taken, a port the kernel picks (as port 0 would).
+inline int PickRestartablePort() {
+  int ephemeral_low = 32768;
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  if (int low = 0, high = 0; range >> low >> high && low > 0) ephemeral_low = low;
+  if (ephemeral_low - kLowestTestPort < 1000) return test_port_internal::EphemeralPort();
+  thread_local std::mt19937 random(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+  std::uniform_int_distribution<int> pick(kLowestTestPort, ephemeral_low - 1);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int port = pick(random);
+    if (test_port_internal::CanBind(port)) return port;
+  }
+  return test_port_internal::EphemeralPort();
+}
+
+}  // namespace ledgerkv
