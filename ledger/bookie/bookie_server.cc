@@ -85,6 +85,7 @@ absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions 
   so.env = s->options_.env;
   so.sync = s->options_.sync;
   so.group_commit_wait_max = s->options_.group_commit_wait_max;
+  so.group_commit_forget_after_idle = s->options_.group_commit_forget_after_idle;
   ASSIGN_OR_RETURN(s->storage_, BookieStorage::Open(std::move(so)));
   s->instance_id_ = s->storage_->instance_id();
 

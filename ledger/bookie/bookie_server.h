@@ -66,6 +66,8 @@ struct BookieOptions {
   // StorageOptions::group_commit_wait_max (docs/bookie-format.md, "Write
   // batches"); zero turns the group commit wait off.
   absl::Duration group_commit_wait_max = absl::Milliseconds(1);
+  // StorageOptions::group_commit_forget_after_idle.
+  absl::Duration group_commit_forget_after_idle = absl::Milliseconds(10);
   // File layer for the journal (nullptr: Env::Default()). Must outlive the server.
   Env* env = nullptr;
   // Optional; must outlive the server. Enables the cookie check,

@@ -277,6 +277,9 @@ TEST_F(BookieServerTest, GroupCommitWaitIsOnByDefaultAndCanBeTurnedOff) {
     o.metadata = nullptr;
     o.data_dir = NewTempDir(off ? "no-wait" : "wait");
     if (off) o.group_commit_wait_max = absl::ZeroDuration();
+    // The adds come one RPC round trip apart, which a slow run can stretch
+    // past the default idle reset.
+    o.group_commit_forget_after_idle = absl::Seconds(60);
     auto server = Start(o);
     ASSERT_NE(server, nullptr);
     auto stub = v1::Bookie::NewStub(

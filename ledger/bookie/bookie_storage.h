@@ -71,6 +71,11 @@ struct StorageOptions {
   // up to the recent fdatasync time and never longer than this. Zero
   // disables it. Only with sync (relaxed mode has no per-batch sync).
   absl::Duration group_commit_wait_max = absl::Milliseconds(1);
+  // After the journal writer was idle this long, earlier batch sizes say
+  // nothing about the next ones: the group commit wait starts afresh (the
+  // next small batch does not wait). Tests of the wait raise it, so that a
+  // slow machine's pause between their batches does not reset it.
+  absl::Duration group_commit_forget_after_idle = absl::Milliseconds(10);
   // Close() checkpoints (fast restart). Tests turn this off to make Close
   // behave like a crash of the process (index memtable lost; replay needed).
   bool checkpoint_on_close = true;

@@ -239,6 +239,7 @@ TEST_F(StorageTest, ASmallBatchAfterLargerOnesWaitsForTheRestOfItsGroup) {
   StorageOptions o = Options();
   o.env = &env;
   o.group_commit_wait_max = absl::Seconds(60);  // bounded by the sync time
+  o.group_commit_forget_after_idle = absl::Seconds(60);  // a slow test thread resets nothing
   auto s = Open(o);
   for (int b = 0; b < 10; ++b) {
     env.SetSyncDelay(b == 0 ? absl::Seconds(3) : absl::Milliseconds(10));
@@ -288,6 +289,7 @@ TEST_F(StorageTest, BatchesOfTheUsualSizeNeverWaitAndAWaitEndsByItself) {
   StorageOptions o = Options();
   o.env = &env;
   o.group_commit_wait_max = absl::Seconds(60);
+  o.group_commit_forget_after_idle = absl::Seconds(60);  // a slow test thread resets nothing
   auto s = Open(o);
   for (int e = 0; e < 20; ++e) ASSERT_EQ(AddOne(*s, 1, e), v1::OK);
   EXPECT_EQ(s->GetStats().group_commit_waits, 0u);
@@ -311,6 +313,7 @@ TEST_F(StorageTest, CloseEndsAGroupCommitWaitAndTheWaitingAddIsStillStored) {
   StorageOptions o = Options();
   o.env = &env;
   o.group_commit_wait_max = absl::Seconds(60);  // bounded by the sync time
+  o.group_commit_forget_after_idle = absl::Seconds(60);  // a slow test thread resets nothing
   auto s = Open(o);
   // Batches of 64, and a recent sync time of about 2 s (3 s, then three
   // of 10 ms): a lone add now waits about 2 s for the rest of its group.

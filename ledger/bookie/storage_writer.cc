@@ -116,7 +116,7 @@ void BookieStorage::AwaitGroupLocked() {
 void BookieStorage::WriterLoop() {
   // After this long without work, earlier batch sizes say nothing about
   // the next ones: the group commit wait starts afresh.
-  constexpr absl::Duration kForgetBatchesAfterIdle = absl::Milliseconds(10);
+  const absl::Duration forget_batches_after_idle = options_.group_commit_forget_after_idle;
   std::vector<std::unique_ptr<WriteRequest>> batch;
   while (true) {
     batch.clear();
@@ -125,7 +125,7 @@ void BookieStorage::WriterLoop() {
       if (queue_.empty() && !stopping_) {
         const absl::Time idle_since = absl::Now();
         while (queue_.empty() && !stopping_) writer_cv_.Wait(&mu_);
-        if (absl::Now() - idle_since > kForgetBatchesAfterIdle) recent_batch_items_ = 0;
+        if (absl::Now() - idle_since > forget_batches_after_idle) recent_batch_items_ = 0;
       }
       if (queue_.empty()) return;  // stopping, and every request answered
       AwaitGroupLocked();
