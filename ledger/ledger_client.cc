@@ -35,6 +35,9 @@ absl::StatusOr<std::unique_ptr<LedgerClient>> LedgerClient::Create(ClientOptions
     return absl::InvalidArgumentError(
         "ClientOptions.slow_bookie_hold must not be negative (zero: never hold)");
   }
+  if (options.recovery_readd_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("ClientOptions.recovery_readd_grace must not be negative");
+  }
   return std::unique_ptr<LedgerClient>(
       new LedgerClient(std::make_shared<ClientCore>(std::move(options))));
 }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -152,7 +153,7 @@ TEST(LedgerRecoveryTest, L8_LostFenceRequestDuringEnsembleChangeNeverTruncatesAc
 TEST(LedgerRecoveryTest, ABookieRecoveryCouldNotReachIsPlannedAroundByTheReadsAfterIt) {
   ScopedFaultPoints faults;
   // No fsync: the third case needs the deaf bookie's re-add answered within
-  // recovery's 100 ms grace, which a busy disk could miss.
+  // recovery's grace (raised below), which a busy disk could make long.
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3, .sync = false}));
   ClientOptions writer_options;
   // No explicit LAC write: the bookies keep at most the LAC entry 29
@@ -187,6 +188,9 @@ TEST(LedgerRecoveryTest, ABookieRecoveryCouldNotReachIsPlannedAroundByTheReadsAf
     if (c.adds_refused) FaultPoints::Get().Arm("bookie.add.drop_request", refuse(adds));
     ClientOptions options;
     options.slow_bookie_hold = c.hold;
+    // The answered re-adds of the third case are waited for on any machine
+    // (refused ones fail at once and are not waited for).
+    options.recovery_readd_grace = absl::Seconds(10);
     // Each read waits for its answer: what is counted is where reads go.
     options.speculative_read_timeout = absl::InfiniteDuration();
     // 2-entry chunks, which rotate over the bookies when none is slow.
@@ -572,9 +576,15 @@ TEST(LedgerRecoveryTest, ForwardReadsDoNotRefenceBookiesAlreadyConfirmedFenced) 
   for (const auto& r : AppendRange(*writer, 0, 63, 64)) LKV_ASSERT_OK(r);
   writer.reset();  // writer crash
 
-  auto fences = std::make_shared<std::atomic<int>>(0);
-  FaultPoints::Get().Arm("bookie.fence.drop_request", [fences](std::string_view) {
-    fences->fetch_add(1);
+  // Fence requests received, by bookie id.
+  struct Fences {
+    absl::Mutex mu;
+    std::map<std::string, int> by_bookie ABSL_GUARDED_BY(mu);
+  };
+  auto fences = std::make_shared<Fences>();
+  FaultPoints::Get().Arm("bookie.fence.drop_request", [fences](std::string_view bookie) {
+    absl::MutexLock l(&fences->mu);
+    ++fences->by_bookie[std::string(bookie)];
     return false;
   });
   std::vector<uint64_t> syncs_before;
@@ -590,9 +600,21 @@ TEST(LedgerRecoveryTest, ForwardReadsDoNotRefenceBookiesAlreadyConfirmedFenced) 
     // One fence record, then the re-added entries (one or two batches).
     EXPECT_LE(BookieInfo(cluster->address(i)).syncs() - syncs_before[i], 3u) << "bookie " << i;
   }
-  // Three fences in step 2; a window may repeat the fence of a bookie whose
-  // earlier fenced read has not returned yet, but not every window.
-  EXPECT_LT(fences->load(), 3 + 64 / kWindow) << "fence requests";
+  // Step 2 goes on once two of the three bookies confirmed their fence:
+  // those are never fenced again. (The third may be fenced again by every
+  // window until one of its fenced reads returns, which waits for its
+  // fdatasync: on a slow disk that can be every window, so its count is
+  // not bounded here.)
+  {
+    absl::MutexLock l(&fences->mu);
+    int fenced_once = 0;
+    std::string counts;
+    for (const auto& [bookie, n] : fences->by_bookie) {
+      fenced_once += n == 1;
+      absl::StrAppend(&counts, " ", bookie, "=", n);
+    }
+    EXPECT_GE(fenced_once, 2) << "bookies confirmed fenced were fenced again:" << counts;
+  }
   ExpectReadable(*reader, 0, 63);
 }
 

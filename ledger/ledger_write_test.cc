@@ -217,6 +217,12 @@ TEST(LedgerWriteTest, BadInputGetsClearErrors) {
   EXPECT_EQ(LedgerClient::Create(hold).status().code(), absl::StatusCode::kInvalidArgument);
   hold.slow_bookie_hold = absl::ZeroDuration();  // never hold: valid
   LKV_ASSERT_OK(LedgerClient::Create(hold).status());
+  ClientOptions grace;
+  grace.metadata = cluster->store();
+  grace.recovery_readd_grace = absl::Milliseconds(-1);
+  EXPECT_EQ(LedgerClient::Create(grace).status().code(), absl::StatusCode::kInvalidArgument);
+  grace.recovery_readd_grace = absl::ZeroDuration();  // only Qa waited for: valid
+  LKV_ASSERT_OK(LedgerClient::Create(grace).status());
 }
 
 TEST(LedgerWriteTest, L2_BookieStoppedMidStreamEnsembleChangeKeepsEveryAckedEntry) {

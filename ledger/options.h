@@ -100,6 +100,11 @@ struct ClientOptions {
   // recovery call. Zero: never plan around a bookie; InfiniteDuration():
   // until it answers. Must not be negative.
   absl::Duration slow_bookie_hold = absl::Seconds(30);
+  // Recovery's re-adds (ARCHITECTURE.md 4) go on once Qa replicas of each
+  // entry acknowledged; the replicas beyond Qa get this long more (capped by
+  // rpc_timeout) to store their copy, and one that has not answered by then
+  // is marked slow (slow_bookie_hold). Must not be negative.
+  absl::Duration recovery_readd_grace = absl::Milliseconds(100);
   // Attempts of a metadata operation that fails with a transient error
   // (UNAVAILABLE) before the operation gives up: a CAS, and the placement
   // and metadata reads of a writer's ensemble change. Between attempts the

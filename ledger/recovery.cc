@@ -336,8 +336,7 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
 // the round that completed the others) gives its place back to the bookie
 // it replaced, so the closing segment never names a bookie that received
 // nothing it is named for.
-// How long the re-adds of a round wait for the replicas beyond Qa.
-constexpr absl::Duration kReAddGrace = absl::Milliseconds(100);
+// The replicas beyond Qa get ClientOptions::recovery_readd_grace more.
 
 absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
                    const std::vector<Entry>& entries, meta::v1::Segment* segment,
@@ -413,7 +412,7 @@ absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
                          [&](uint64_t mask) { return std::popcount(mask) >= Qa; });
     };
     if (gather->Await(enough)) {
-      gather->AwaitAllFor(std::min(core.options.rpc_timeout, kReAddGrace));
+      gather->AwaitAllFor(std::min(core.options.rpc_timeout, core.options.recovery_readd_grace));
     }
     absl::flat_hash_set<int> failed;
     {
