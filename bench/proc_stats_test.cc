@@ -35,9 +35,14 @@ TEST(ProcStatsTest, CpuSecondsGrowWithWorkAndMissingProcessIsNotFound) {
   absl::StatusOr<double> before = ReadCpuSeconds(getpid());
   ASSERT_TRUE(before.ok()) << before.status();
   const double self_before = SelfCpuSeconds();
+  // Busy until this thread has used 0.15 s of CPU (by its own clock), not
+  // for a fixed wall time: with ctest -j2 on two cores it may get far less
+  // than a whole one.
   volatile uint64_t x = 0;
-  const absl::Time end = absl::Now() + absl::Milliseconds(200);
-  while (absl::Now() < end) x = x + 1;
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  while (SelfCpuSeconds() - self_before < 0.15 && absl::Now() < give_up) {
+    for (int i = 0; i < 100000; ++i) x = x + 1;
+  }
   absl::StatusOr<double> after = ReadCpuSeconds(getpid());
   ASSERT_TRUE(after.ok());
   EXPECT_GE(*after - *before, 0.1);

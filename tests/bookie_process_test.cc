@@ -157,7 +157,17 @@ TEST(BookieProcessTest, L2_EveryAcknowledgedAddSurvivesKill9MidStream) {
       }
     });
   }
-  absl::SleepFor(absl::Milliseconds(700));
+  // The kill comes mid-stream: after every writer had an acknowledgement
+  // (however slow the machine), and a little more.
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  auto all_acked = [&] {
+    for (const auto& a : acked) {
+      if (a.load() < 0) return false;
+    }
+    return true;
+  };
+  while (!all_acked() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(10));
+  absl::SleepFor(absl::Milliseconds(300));
   bookie.Kill();
   stop = true;
   for (auto& t : writers) t.join();

@@ -282,7 +282,9 @@ TEST(KvDurabilityProcessTest, SigtermWithAnIdleClientConnectedStopsPromptly) {
   ASSERT_TRUE(Put(server, "idle", "k", "v", &resp).ok());  // the channel is up
   const absl::Time start = absl::Now();
   EXPECT_EQ(server.Terminate(), 0) << server.LogTail();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << "(the shutdown grace is 10 s)";
+  // Far below the 10 s shutdown grace an idle connection used to hold it
+  // for, with room for a sanitizer build under ctest -j2.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(6)) << "(the shutdown grace is 10 s)";
   ASSERT_TRUE(server.Start().ok()) << server.LogTail();
   v1::GetRequest req;
   req.set_table("idle");
