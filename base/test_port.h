@@ -19,7 +19,9 @@
 
 #include <cstdint>
 #include <fstream>
+#include <mutex>
 #include <random>
+#include <set>
 
 namespace ledgerkv {
 
@@ -64,7 +66,8 @@ inline int EphemeralPort() {
 // the machine may use (etcd's 2379/2380, the standalone's 7070).
 constexpr int kLowestTestPort = 10000;
 
-// Returns a port below the ephemeral range, free at the time of the call;
+// Returns a port below the ephemeral range, free at the time of the call
+// and not returned before in this process;
 // if that range is too small on this machine, or 200 random picks were all
 // taken, a port the kernel picks (as port 0 would).
 inline int PickRestartablePort() {
@@ -72,11 +75,19 @@ inline int PickRestartablePort() {
   std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
   if (int low = 0, high = 0; range >> low >> high && low > 0) ephemeral_low = low;
   if (ephemeral_low - kLowestTestPort < 1000) return test_port_internal::EphemeralPort();
-  thread_local std::mt19937 random(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+  // Never the same port twice in one process: tests pick the ports of a
+  // whole cluster before they start any of its servers.
+  static std::mutex mu;
+  static std::set<int> given;
+  static std::mt19937 random(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+  std::lock_guard<std::mutex> lock(mu);
   std::uniform_int_distribution<int> pick(kLowestTestPort, ephemeral_low - 1);
   for (int attempt = 0; attempt < 200; ++attempt) {
     const int port = pick(random);
-    if (test_port_internal::CanBind(port)) return port;
+    if (!given.contains(port) && test_port_internal::CanBind(port)) {
+      given.insert(port);
+      return port;
+    }
   }
   return test_port_internal::EphemeralPort();
 }

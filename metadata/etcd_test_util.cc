@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/test_port.h"
 #include "absl/strings/str_join.h"
+#include "base/test_port.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
