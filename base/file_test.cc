@@ -236,10 +236,7 @@ TEST(TestPortTest, RestartablePortsAreFreeAndOutsideTheEphemeralRange) {
   const int held = PickRestartablePort();
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(held));
+  sockaddr_in addr = test_port_internal::Loopback(held);
   ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << "picked a busy port";
   ASSERT_EQ(::listen(fd, 1), 0);
   EXPECT_FALSE(test_port_internal::CanBind(held));

@@ -8,9 +8,10 @@
 // socket of a test running in parallel (ctest -j2), and the restart fails
 // with EADDRINUSE: seen as "bookie: cannot listen on 127.0.0.1:34481" in
 // range_test. The ports picked here come from below that range, at random,
-// and were free at the moment of the pick (a bind check), so only another
-// explicit pick in another test process can collide, which is rare and
-// shows at the first start, where callers pick again.
+// and were free at the moment of the pick (a bind check), and one process
+// never gets the same port twice, so only an explicit pick in another test
+// process can collide: rare, and it shows at the first start (where
+// TestCluster picks again; the process helpers do not).
 #pragma once
 
 #include <netinet/in.h>
@@ -27,6 +28,15 @@ namespace ledgerkv {
 
 namespace test_port_internal {
 
+// 127.0.0.1:`port` (0: the kernel picks).
+inline sockaddr_in Loopback(int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  return addr;
+}
+
 // Whether 127.0.0.1:`port` can be bound now (as gRPC binds: SO_REUSEADDR,
 // so a connection of an earlier server in TIME_WAIT does not count).
 inline bool CanBind(int port) {
@@ -34,10 +44,7 @@ inline bool CanBind(int port) {
   if (fd < 0) return false;
   const int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
+  sockaddr_in addr = Loopback(port);
   const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   ::close(fd);
   return ok;
@@ -47,9 +54,7 @@ inline bool CanBind(int port) {
 inline int EphemeralPort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sockaddr_in addr = Loopback(0);
   socklen_t len = sizeof(addr);
   int port = 0;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
