@@ -59,19 +59,35 @@ void CrashWorkload::StopAndJoin() {
   threads_.clear();
 }
 
-bool CrashWorkload::WaitForAcks(int64_t n, absl::Duration timeout) {
-  absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    bool all = true;
+absl::Status CrashWorkload::WaitForAcks(int64_t n, absl::Duration timeout) {
+  const absl::Time start = absl::Now();
+  for (;;) {
+    const std::vector<absl::Status> errors = Errors();
+    if (!errors.empty()) {
+      std::string all;
+      for (const absl::Status& e : errors) {
+        absl::StrAppend(&all, all.empty() ? "" : "; ", e.ToString());
+      }
+      return absl::AbortedError(
+          absl::StrCat(errors.size(), " writer(s) stopped on an error: ", all));
+    }
+    const Writer* slowest = nullptr;
+    int64_t fewest = n;
     for (auto& w : writers_) {
       absl::MutexLock l(&w->mu);
-      if (!w->error.ok()) return false;
-      all = all && w->acked >= n;
+      if (w->acked < fewest) {
+        fewest = w->acked;
+        slowest = w.get();
+      }
     }
-    if (all) return true;
+    if (slowest == nullptr) return absl::OkStatus();
+    if (absl::Now() - start >= timeout) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("writers too slow: after ", absl::FormatDuration(timeout), " ",
+                       slowest->key_prefix, " has ", fewest, " of ", n, " acknowledged writes"));
+    }
     absl::SleepFor(absl::Milliseconds(10));
   }
-  return false;
 }
 
 std::vector<absl::Status> CrashWorkload::Errors() const {

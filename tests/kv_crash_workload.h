@@ -41,9 +41,10 @@ class CrashWorkload {
   void set_put_padding(int64_t bytes) { put_padding_ = bytes; }
 
   void Start(std::shared_ptr<grpc::Channel> channel);
-  // True once every writer has `n` acknowledged writes (false on timeout
-  // or once a writer stopped on an error).
-  bool WaitForAcks(int64_t n, absl::Duration timeout);
+  // OK once every writer has `n` acknowledged writes. Otherwise says why:
+  // the errors of the writers that stopped on one (at once), or, after
+  // `timeout`, the writer with the fewest acknowledgements.
+  absl::Status WaitForAcks(int64_t n, absl::Duration timeout);
   // Errors any writer hit so far (before a kill there must be none).
   std::vector<absl::Status> Errors() const;
   // Asks the writers to stop after their current request and joins them.

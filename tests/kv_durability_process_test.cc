@@ -204,9 +204,8 @@ TEST(KvDurabilityProcessTest, ThreeBookiesEveryAcknowledgedWriteSurvivesKill9) {
     CrashWorkload second("acks", "b/", /*threads_per_kind=*/2);
     CrashWorkload& workload = round == 0 ? first : second;
     workload.Start(server.channel());
-    bool acked = workload.WaitForAcks(20, absl::Seconds(60));
-    for (const auto& e : workload.Errors()) ADD_FAILURE() << "writer error before the kill: " << e;
-    ASSERT_TRUE(acked) << "writers too slow";
+    absl::Status acked = workload.WaitForAcks(20, absl::Seconds(60));
+    ASSERT_TRUE(acked.ok()) << "before the kill: " << acked << "\n" << server.LogTail();
     server.Kill();
     workload.StopAndJoin();
     EXPECT_GT(workload.InFlight(), 0) << "the kill was meant to catch writes in flight";
@@ -241,7 +240,8 @@ TEST(KvDurabilityProcessTest, SigtermWithWritesInFlightExitsZeroAndKeepsAcknowle
   // First the live state of a finished workload...
   CrashWorkload first("term", "a/", /*threads_per_kind=*/2);
   first.Start(server.channel());
-  ASSERT_TRUE(first.WaitForAcks(15, absl::Seconds(60)));
+  absl::Status first_acked = first.WaitForAcks(15, absl::Seconds(60));
+  ASSERT_TRUE(first_acked.ok()) << first_acked << "\n" << server.LogTail();
   first.StopAndJoin();
   auto live = testing::ScanAll(server.kv(), "term");
   ASSERT_TRUE(live.ok()) << live.status();
@@ -252,9 +252,8 @@ TEST(KvDurabilityProcessTest, SigtermWithWritesInFlightExitsZeroAndKeepsAcknowle
   // ... then SIGTERM in the middle of a second one.
   CrashWorkload second("term", "b/", /*threads_per_kind=*/2);
   second.Start(server.channel());
-  bool acked = second.WaitForAcks(15, absl::Seconds(60));
-  for (const auto& e : second.Errors()) ADD_FAILURE() << "writer error before SIGTERM: " << e;
-  ASSERT_TRUE(acked) << "writers too slow";
+  absl::Status acked = second.WaitForAcks(15, absl::Seconds(60));
+  ASSERT_TRUE(acked.ok()) << "before SIGTERM: " << acked << "\n" << server.LogTail();
   EXPECT_EQ(server.Terminate(absl::Seconds(30)), 0) << server.LogTail();
   second.StopAndJoin();
   ASSERT_TRUE(server.Start().ok()) << server.LogTail();
@@ -413,8 +412,10 @@ TEST(KvDurabilityProcessTest, CrashCheckerFlagsLostAndHalfAppliedWrites) {
   ASSERT_TRUE(testing::CreateTable(server.admin(), "check").ok());
   CrashWorkload workload("check", "c/", /*threads_per_kind=*/1);
   workload.Start(server.channel());
-  ASSERT_TRUE(workload.WaitForAcks(5, absl::Seconds(60)));
+  absl::Status acked = workload.WaitForAcks(5, absl::Seconds(60));
+  ASSERT_TRUE(acked.ok()) << acked << "\n" << server.LogTail();
   workload.StopAndJoin();  // no kill: every write acknowledged
+  for (const absl::Status& e : workload.Errors()) ADD_FAILURE() << "writer error: " << e;
   ASSERT_EQ(workload.InFlight(), 0);
   auto scan = testing::ScanAll(server.kv(), "check");
   ASSERT_TRUE(scan.ok()) << scan.status();

@@ -161,9 +161,8 @@ class KvModelProcessTest : public ::testing::Test {
     CrashWorkload workload(kTable, prefix, /*threads_per_kind=*/2);
     workload.set_put_padding(put_padding);
     workload.Start(server_->channel());
-    bool acked = workload.WaitForAcks(acks, absl::Seconds(60));
-    for (const auto& e : workload.Errors()) ADD_FAILURE() << "writer error before the kill: " << e;
-    ASSERT_TRUE(acked) << "writers too slow";
+    absl::Status acked = workload.WaitForAcks(acks, absl::Seconds(60));
+    ASSERT_TRUE(acked.ok()) << "before the kill: " << acked << "\n" << server_->LogTail();
     absl::SleepFor(absl::Milliseconds(std::uniform_int_distribution<int>(0, 30)(rng_)));
     server_->Kill();
     workload.StopAndJoin();
