@@ -86,6 +86,18 @@ absl::StatusOr<std::unique_ptr<FrameConn>> FrameConn::Adopt(int fd, size_t max_b
   int one = 1;
   // Frames are written whole; Nagle would only hold the last piece back.
   (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  // A peer whose host died or was cut off sends no reset: without probes an
+  // idle connection to it would hold its descriptors (and, on a bookie, a
+  // thread and a connection slot) forever. Probes from 60 s of silence, 6
+  // of them 10 s apart; and data unacknowledged for 2 minutes ends the
+  // connection too (keepalive does not probe while data is in flight).
+  int idle_s = 60, interval_s = 10, probes = 6;
+  unsigned int user_timeout_ms = 120000;
+  (void)::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s));
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
   const int wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd < 0) {
     const int err = errno;
@@ -257,10 +269,19 @@ absl::Status FrameConn::Poll(absl::Duration timeout, bool read, std::vector<Fram
   }
   absl::Status status;
   if (read && (got & (POLLIN | POLLERR | POLLHUP))) {
+    // Before the first frame, read no further than its largest allowed end:
+    // a stranger makes a server buffer that much, not a megabyte.
+    size_t budget = kMaxReadPerPoll;
+    if (!got_first_frame_ && first_frame_max_body_bytes_ < max_body_bytes_) {
+      const size_t first_end = kFrameHeaderBytes + first_frame_max_body_bytes_;
+      budget = first_end > in_used_ ? first_end - in_used_ : 1;
+    }
     size_t total = 0;
-    while (total < kMaxReadPerPoll) {
-      if (in_.size() - in_used_ < kReadChunk) in_.resize(std::max(in_.size() * 2, in_used_ + kReadChunk));
-      const ssize_t r = ::recv(fd_, in_.data() + in_used_, in_.size() - in_used_, MSG_DONTWAIT);
+    while (total < budget) {
+      const size_t want = std::min(kReadChunk, budget - total);
+      if (in_.size() - in_used_ < want) in_.resize(std::max(in_.size() * 2, in_used_ + want));
+      const ssize_t r = ::recv(fd_, in_.data() + in_used_,
+                               std::min(in_.size() - in_used_, budget - total), MSG_DONTWAIT);
       if (r > 0) {
         in_used_ += static_cast<size_t>(r);
         total += static_cast<size_t>(r);

@@ -42,8 +42,11 @@ struct FrameView {
 class FrameConn {
  public:
   // Takes ownership of connected socket `fd` (made non-blocking, with
-  // TCP_NODELAY). A frame whose body exceeds `max_body_bytes` breaks the
-  // connection (a peer speaking another protocol, or a corrupt stream).
+  // TCP_NODELAY and TCP keepalive: a peer that stays silent through 60 s
+  // plus 6 probes 10 s apart, or leaves sent data unacknowledged for 2
+  // minutes, breaks the connection). A frame whose body exceeds
+  // `max_body_bytes` breaks the connection (a peer speaking another
+  // protocol, or a corrupt stream).
   static absl::StatusOr<std::unique_ptr<FrameConn>> Adopt(int fd, size_t max_body_bytes);
 
   // Connects to host:port, waiting at most `timeout`. UNAVAILABLE on failure.
@@ -83,7 +86,8 @@ class FrameConn {
 
   // Owner thread only, before the first Poll: a lower body limit for the
   // first frame received (a server allows only a hello-sized frame before
-  // the peer has said hello).
+  // the peer has said hello). Until that frame is complete, Poll reads no
+  // byte past its largest allowed end.
   void set_first_frame_max_body_bytes(size_t n) { first_frame_max_body_bytes_ = n; }
 
  private:

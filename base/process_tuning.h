@@ -4,6 +4,7 @@
 #pragma once
 
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <cstdlib>
 #include <string_view>
@@ -38,9 +39,24 @@ inline void TuneMutexForServer() {
   }
 }
 
+// A server holds a descriptor per gRPC connection, two per add port
+// connection (docs/add-transport.md) and one per open RocksDB file; the
+// usual soft limit of 1024 runs out long before the add port's 1024
+// connections, and a bookie that cannot open its next journal file turns
+// read-only. The hard limit is the operator's ceiling: raise the soft one
+// to it, as etcd and Go programs do. (A failure leaves the limit as it was.)
+inline void RaiseFileLimitForServer() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  // An unlimited hard limit is not a valid soft one for descriptors.
+  limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? rlim_t{1} << 20 : limit.rlim_max;
+  (void)setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 inline void TuneProcessForServer() {
   TuneMallocForServer();
   TuneMutexForServer();
+  RaiseFileLimitForServer();
 }
 
 }  // namespace ledgerkv

@@ -317,21 +317,40 @@ void AddChannel::Loop() {
 
     mu_.Lock();
     if (!frames.empty()) conn_answered_ = true;
+    std::vector<std::pair<uint64_t, Pending>> to_rpc;
     if (!polled.ok()) {
       if (conn_ == conn) conn_.reset();
       conn->Close();
       if (!conn_answered_) {
         // Closed before its first reply: the bookie refuses this client
-        // (too many connections, a hello it does not speak). Treat it as
-        // an unreachable add port rather than reconnect on every add.
+        // (too many connections, a hello it does not speak, no thread to
+        // serve it). Treat it as an unreachable add port: the adds sent on
+        // it, and the next ones, go over the Add RPC, so a bookie healthy
+        // on gRPC is not failed. (One it stored anyway is stored again,
+        // the same bytes: the newest copy wins.) A bookie that died instead
+        // fails them there.
         mode_ = Mode::kRpc;
         rpc_until_ = absl::Now() + kRpcModeFor;
+        if (!warned_) {
+          warned_ = true;
+          absl::FPrintF(stderr,
+                        "ledger client: bookie %s closed its add port connection before any "
+                        "reply (%s); adding over gRPC instead, asking again every %d s\n",
+                        address_, polled.message(), absl::ToInt64Seconds(kRpcModeFor));
+        }
+        for (auto& [id, p] : pending_) {
+          to_rpc.emplace_back(id, std::move(p));
+          in_transit_.insert(id);  // a Cancel until AddByRpc leaves a mark
+        }
+        pending_.clear();
+        backlog_.clear();
+      } else {
+        // Whatever was in flight may or may not have been stored.
+        FailAllLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                   absl::StrCat("connection to bookie ", address_,
+                                                " add port lost: ", polled.message())),
+                      &completions);
       }
-      // Whatever was in flight may or may not have been stored.
-      FailAllLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                 absl::StrCat("connection to bookie ", address_,
-                                              " add port lost: ", polled.message())),
-                    &completions);
     }
     const absl::Time now = absl::Now();
     for (auto it = pending_.begin(); it != pending_.end();) {
@@ -345,9 +364,12 @@ void AddChannel::Loop() {
         ++it;
       }
     }
-    if (!completions.empty()) {
+    if (!completions.empty() || !to_rpc.empty()) {
       mu_.Unlock();
       run();
+      for (auto& [id, p] : to_rpc) {
+        AddByRpc(id, *p.request, p.response, p.deadline, std::move(p.done));
+      }
       mu_.Lock();
     }
   }

@@ -37,6 +37,7 @@ using testing::BookieInfo;
 using testing::ExpectReadable;
 using testing::PayloadFor;
 using testing::Quorums;
+using testing::TempDir;
 using testing::TestCluster;
 
 // Whether a TCP connect to 127.0.0.1:port is refused (nothing listens).
@@ -425,6 +426,80 @@ TEST(AddPortTest, APeerSpeakingAnotherProtocolIsDisconnectedAndTheBookieServesOn
   LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
   WriteAndReadBack(*client, Quorums(1, 1, 1), 49);
   EXPECT_GT(AddPortRequests(*cluster), 0u);
+}
+
+// A bookie that closes the writer's add port connection before any reply
+// (here: at its connection limit, which a raw client holds) is refusing the
+// transport, not failing: the adds sent on that connection and the next
+// ones go over the Add RPC, and the bookie stays in the ensemble. With E=1
+// and no spare bookie, a failed add would fail the writer.
+TEST(AddPortTest, ABookieThatClosesTheConnectionBeforeAnyReplyGetsTheAddsOverTheRpc) {
+  LKV_ASSIGN_OR_FAIL(auto cluster,
+                     TestCluster::Start({.bookies = 1, .add_port_max_connections = 1}));
+  const int port = static_cast<int>(BookieInfo(cluster->address(0)).add_port());
+  ASSERT_NE(port, 0);
+  // The one connection the bookie serves; a reply shows it is being served.
+  LKV_ASSIGN_OR_FAIL(auto holder, FrameConn::Connect("127.0.0.1", port, absl::Seconds(5),
+                                                     add_protocol::kMaxBodyBytes));
+  ASSERT_TRUE(holder->Send(0, add_protocol::kHelloStatus, add_protocol::kHelloBody));
+  ASSERT_TRUE(holder->Send(1, 0, std::string_view("\xff\xff\xff")));
+  auto reply = AwaitFrame(*holder, 1);
+  LKV_ASSERT_OK(reply.status());
+  ASSERT_EQ(reply->first, static_cast<uint32_t>(grpc::StatusCode::INVALID_ARGUMENT));
+
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(1, 1, 1)));
+  const auto results = AppendRange(*writer, 0, 99, 16);
+  ASSERT_EQ(results.size(), 100u);
+  for (const auto& r : results) ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(writer->metadata().segments_size(), 1)
+      << "the bookie was replaced: " << writer->metadata().ShortDebugString();
+  LKV_ASSERT_OK(writer->Close());
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, 99);
+  EXPECT_EQ(AddPortRequests(*cluster), 0u) << "the held connection was the only one served";
+}
+
+// A peer that connects and says nothing, or half a hello, is disconnected
+// after the hello timeout, and its connection slot serves writers again.
+TEST(AddPortTest, APeerThatNeverSaysHelloIsDisconnectedAndItsSlotFreed) {
+  LKV_ASSIGN_OR_FAIL(auto cluster,
+                     TestCluster::Start({.bookies = 1,
+                                         .add_port_max_connections = 2,
+                                         .add_port_hello_timeout = absl::Milliseconds(300)}));
+  const int port = static_cast<int>(BookieInfo(cluster->address(0)).add_port());
+  ASSERT_NE(port, 0);
+  const int silent = Dial(port);
+  ASSERT_GE(silent, 0);
+  const int half = Dial(port);
+  ASSERT_GE(half, 0);
+  const std::string hello = RawHello();
+  ASSERT_EQ(::send(half, hello.data(), 10, MSG_NOSIGNAL), 10);
+  // Dial's receive timeout is 10 s: far past the hello timeout.
+  EXPECT_TRUE(ClosedByPeer(silent)) << "a silent peer kept its connection";
+  EXPECT_TRUE(ClosedByPeer(half)) << "a peer with half a hello kept its connection";
+  ::close(silent);
+  ::close(half);
+
+  // Both slots serve writers again: their adds go through the add port.
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  WriteAndReadBack(*client, Quorums(1, 1, 1), 49);
+  EXPECT_GT(AddPortRequests(*cluster), 0u);
+}
+
+TEST(AddPortTest, AddPortLimitsMustBePositive) {
+  TempDir dir;
+  bookie::BookieOptions options;
+  options.data_dir = dir.path() + "/bookie";
+  options.add_port_max_connections = 0;
+  EXPECT_EQ(bookie::BookieServer::Start(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.add_port_max_connections = 1;
+  options.add_port_hello_timeout = absl::ZeroDuration();
+  EXPECT_EQ(bookie::BookieServer::Start(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.add_port_hello_timeout = absl::Seconds(1);
+  LKV_ASSERT_OK(bookie::BookieServer::Start(options).status());
 }
 
 }  // namespace

@@ -65,6 +65,9 @@ class TestCluster {
     bool sync = true;
     // BookieOptions::add_listen of every bookie ("off": no add port).
     std::string add_listen;
+    // BookieOptions::add_port_max_connections and add_port_hello_timeout.
+    size_t add_port_max_connections = 1024;
+    absl::Duration add_port_hello_timeout = absl::Seconds(10);
   };
 
   // Opens the metadata store and starts `options.bookies` bookies.
@@ -93,6 +96,8 @@ class TestCluster {
     bo.data_dir = b.data_dir;
     bo.sync = options_.sync;
     bo.add_listen = options_.add_listen;
+    bo.add_port_max_connections = options_.add_port_max_connections;
+    bo.add_port_hello_timeout = options_.add_port_hello_timeout;
     bo.metadata = store_.get();
     // RestartBookie binds this address again: a port outside the kernel's
     // ephemeral range stays free meanwhile (base/test_port.h). Another
@@ -138,6 +143,8 @@ class TestCluster {
     bo.bookie_id = b.id;
     bo.sync = options_.sync;
     bo.add_listen = options_.add_listen;
+    bo.add_port_max_connections = options_.add_port_max_connections;
+    bo.add_port_hello_timeout = options_.add_port_hello_timeout;
     bo.metadata = store_.get();
     absl::Status last;
     // The port may linger briefly after the previous server let go of it.
@@ -163,6 +170,8 @@ class TestCluster {
     bo.bookie_id = b.id;
     bo.sync = options_.sync;
     bo.add_listen = options_.add_listen;
+    bo.add_port_max_connections = options_.add_port_max_connections;
+    bo.add_port_hello_timeout = options_.add_port_hello_timeout;
     bo.metadata = store_.get();
     ASSIGN_OR_RETURN(b.server, bookie::BookieServer::Start(bo));
     b.address = b.server->address();

@@ -1,13 +1,18 @@
 // Bookie durability through kill -9 of a real `ledgerkv bookie` process
 // (invariants L2 and L7 at the bookie level): everything acknowledged before
-// the kill, entries and fence marks, is there after a restart.
+// the kill, entries and fence marks, is there after a restart. Also what
+// the process does for itself at start (its descriptor limit).
+#include <sys/resource.h>
+
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/entry_checksum.h"
@@ -48,6 +53,7 @@ class BookieProcess {
   pb::Bookie::Stub& stub() { return *stub_; }
   const std::string& instance_id() const { return instance_id_; }
   std::string LogTail() const { return proc_ ? proc_->LogTail() : ""; }
+  pid_t pid() const { return proc_->pid(); }
 
  private:
   std::string data_dir_;
@@ -209,6 +215,40 @@ TEST(BookieProcessTest, WipedDataDirCannotPassAsTheSameInstance) {
   ASSERT_TRUE(bookie.stub().Read(&ctx, req, &resp).ok());
   EXPECT_EQ(resp.code(), pb::INSTANCE_MISMATCH);
   for (const auto& r : resp.results()) EXPECT_NE(r.code(), pb::NO_SUCH_ENTRY);
+}
+
+// Every add port connection costs a bookie two descriptors: with a soft
+// limit of 1024 (a common default) it would run out near 500 connections,
+// and a bookie that cannot open its next journal file turns read-only. The
+// server raises its soft limit to the hard one (base/process_tuning.h).
+TEST(BookieProcessTest, ABookieRaisesItsDescriptorSoftLimitToTheHardLimit) {
+  rlimit ours{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &ours), 0);
+  if (ours.rlim_max <= 256) GTEST_SKIP() << "hard descriptor limit " << ours.rlim_max;
+  // The child inherits a low soft limit from this process for a moment.
+  rlimit low = ours;
+  low.rlim_cur = 256;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  TempDir dir;
+  BookieProcess bookie(dir.path() + "/bookie", FreePort());
+  bookie.Start();
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &ours), 0);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+
+  std::ifstream limits(absl::StrCat("/proc/", bookie.pid(), "/limits"));
+  std::string line;
+  std::string soft;
+  std::string hard;
+  while (std::getline(limits, line)) {
+    if (!absl::StartsWith(line, "Max open files")) continue;
+    std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    ASSERT_GE(words.size(), 5u) << line;
+    soft = words[3];
+    hard = words[4];
+  }
+  ASSERT_FALSE(soft.empty()) << "no \"Max open files\" line";
+  EXPECT_EQ(soft, hard) << "the bookie kept the soft limit it was started with (256)";
+  EXPECT_NE(soft, "256");
 }
 
 }  // namespace

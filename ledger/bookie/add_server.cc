@@ -7,10 +7,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -27,12 +29,10 @@ namespace {
 // A connection stops reading requests while this many reply bytes wait
 // for a peer that does not read them, or while this many request bytes
 // are handed to the storage and not yet answered (a peer pipelining faster
-// than the disk syncs). So one connection holds at most about
-// kMaxInFlightRequestBytes + one frame + kMaxQueuedReplyBytes.
+// than the disk syncs). The whole bound per connection, receive buffer
+// included, is in docs/add-transport.md ("Bounded memory").
 constexpr size_t kMaxQueuedReplyBytes = size_t{64} << 20;
 constexpr int64_t kMaxInFlightRequestBytes = int64_t{64} << 20;
-// Connections beyond this are closed at once (each costs a thread).
-constexpr size_t kMaxConnections = 1024;
 // Until the peer said hello, a frame may be no longer than the hello.
 constexpr size_t kMaxHelloBodyBytes = 64;
 
@@ -136,20 +136,27 @@ absl::StatusOr<std::pair<int, int>> Listen(const std::string& listen) {
 
 }  // namespace
 
-AddServer::AddServer(int listen_fd, int port, LocalAddFunction add, std::string bookie_id)
+AddServer::AddServer(int listen_fd, int port, LocalAddFunction add, std::string bookie_id,
+                     AddServerLimits limits)
     : listen_fd_(listen_fd),
       port_(port),
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       add_(std::move(add)),
-      bookie_id_(std::move(bookie_id)) {}
+      bookie_id_(std::move(bookie_id)),
+      limits_(limits) {}
 
 absl::StatusOr<std::unique_ptr<AddServer>> AddServer::Start(const std::string& listen,
                                                             LocalAddFunction add,
-                                                            std::string bookie_id) {
+                                                            std::string bookie_id,
+                                                            AddServerLimits limits) {
+  if (limits.max_connections == 0 || limits.hello_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "add port: max_connections and hello_timeout must be positive");
+  }
   absl::StatusOr<std::pair<int, int>> bound = Listen(listen);
   if (!bound.ok()) return bound.status();
   std::unique_ptr<AddServer> s(new AddServer(bound->first, bound->second, std::move(add),
-                                             std::move(bookie_id)));
+                                             std::move(bookie_id), limits));
   if (s->wake_fd_ < 0) {
     return absl::UnavailableError(absl::StrCat("add port: eventfd: ", std::strerror(errno)));
   }
@@ -163,20 +170,23 @@ AddServer::~AddServer() {
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
+void AddServer::ReapLocked() {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if ((*it)->finished) {
+      (*it)->thread.join();  // it is past its last use of the server
+      it = connections_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 void AddServer::AcceptLoop() {
   for (;;) {
     {
-      // Join the threads of connections that ended.
       absl::MutexLock l(&mu_);
       if (stopping_) return;
-      for (auto it = connections_.begin(); it != connections_.end();) {
-        if ((*it)->finished) {
-          (*it)->thread.join();
-          it = connections_.erase(it);
-        } else {
-          ++it;
-        }
-      }
+      ReapLocked();
     }
     pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     const int n = ::poll(fds, 2, 1000);
@@ -194,7 +204,9 @@ void AddServer::AcceptLoop() {
     if (!adopted.ok()) continue;
     absl::MutexLock l(&mu_);
     if (stopping_) return;  // `adopted` closes the socket
-    if (connections_.size() >= kMaxConnections) {
+    // Connections that ended while this thread waited in poll no longer count.
+    ReapLocked();
+    if (connections_.size() >= limits_.max_connections) {
       absl::FPrintF(stderr, "bookie add port: %d connections already, closing a new one\n",
                     connections_.size());
       continue;
@@ -202,17 +214,26 @@ void AddServer::AcceptLoop() {
     auto c = std::make_unique<Connection>();
     c->conn = std::shared_ptr<FrameConn>(std::move(*adopted));
     Connection* raw = c.get();
-    c->thread = std::thread([this, raw] {
-      Serve(raw->conn);
-      absl::MutexLock l(&mu_);
-      raw->finished = true;
-    });
+    try {
+      c->thread = std::thread([this, raw] {
+        Serve(raw->conn);
+        absl::MutexLock l(&mu_);
+        raw->finished = true;
+      });
+    } catch (const std::system_error& e) {
+      // Out of threads (a pids cgroup, RLIMIT_NPROC): refuse this client,
+      // whose channel then adds over gRPC, rather than end the bookie.
+      absl::FPrintF(stderr, "bookie add port: no thread for a new connection (%s), closing it\n",
+                    e.what());
+      continue;
+    }
     connections_.push_back(std::move(c));
   }
 }
 
 void AddServer::Serve(std::shared_ptr<FrameConn> conn) {
   bool greeted = false;
+  const absl::Time hello_deadline = absl::Now() + limits_.hello_timeout;
   conn->set_first_frame_max_body_bytes(kMaxHelloBodyBytes);
   auto in_flight = std::make_shared<InFlight>();
   std::vector<FrameView> frames;
@@ -220,7 +241,9 @@ void AddServer::Serve(std::shared_ptr<FrameConn> conn) {
     frames.clear();
     const bool read = conn->queued_bytes() < kMaxQueuedReplyBytes &&
                       in_flight->bytes.load() < kMaxInFlightRequestBytes;
-    absl::Status status = conn->Poll(absl::Milliseconds(500), read, &frames);
+    absl::Duration wait = absl::Milliseconds(500);
+    if (!greeted) wait = std::clamp(hello_deadline - absl::Now(), absl::ZeroDuration(), wait);
+    absl::Status status = conn->Poll(wait, read, &frames);
     for (const FrameView& f : frames) {
       if (!greeted) {
         if (f.id != 0 || f.status != add_protocol::kHelloStatus || f.body != add_protocol::kHelloBody) {
@@ -250,6 +273,9 @@ void AddServer::Serve(std::shared_ptr<FrameConn> conn) {
       add_(call->request, &call->response, [call](const grpc::Status& s) { Finish(call, s); });
     }
     if (!status.ok()) break;
+    // A peer that connects and never says hello (or says half of it) does
+    // not keep its thread and slot.
+    if (!greeted && absl::Now() >= hello_deadline) break;
     absl::MutexLock l(&mu_);
     if (stopping_) break;
   }

@@ -17,6 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "ledger/bookie/bookie_server.h"
 
 namespace ledgerkv {
@@ -24,6 +25,14 @@ class FrameConn;
 }
 
 namespace ledgerkv::bookie {
+
+struct AddServerLimits {
+  // Connections beyond this many are closed at once (each costs a thread
+  // and two descriptors). Positive.
+  size_t max_connections = 1024;
+  // A connection that has not said hello by then is closed. Positive.
+  absl::Duration hello_timeout = absl::Seconds(10);
+};
 
 class AddServer {
  public:
@@ -33,7 +42,8 @@ class AddServer {
   //   bookie.add_port.drop_reply  the add is done but its reply is lost.
   static absl::StatusOr<std::unique_ptr<AddServer>> Start(const std::string& listen,
                                                           LocalAddFunction add,
-                                                          std::string bookie_id);
+                                                          std::string bookie_id,
+                                                          AddServerLimits limits = {});
   ~AddServer();  // Shutdown()
   AddServer(const AddServer&) = delete;
   AddServer& operator=(const AddServer&) = delete;
@@ -46,8 +56,11 @@ class AddServer {
   void Shutdown();
 
  private:
-  AddServer(int listen_fd, int port, LocalAddFunction add, std::string bookie_id);
+  AddServer(int listen_fd, int port, LocalAddFunction add, std::string bookie_id,
+            AddServerLimits limits);
   void AcceptLoop();
+  // Joins the threads of connections that ended and forgets them.
+  void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Serve(std::shared_ptr<FrameConn> conn);
 
   const int listen_fd_;
@@ -55,6 +68,7 @@ class AddServer {
   const int wake_fd_;  // eventfd: wakes the accept loop on Shutdown
   const LocalAddFunction add_;
   const std::string bookie_id_;
+  const AddServerLimits limits_;
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -79,6 +79,11 @@ LocalAddFunction BookieServer::LocalAdd() {
 }
 
 absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions options) {
+  if (options.add_port_max_connections == 0 ||
+      options.add_port_hello_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "BookieOptions: add_port_max_connections and add_port_hello_timeout must be positive");
+  }
   std::unique_ptr<BookieServer> s(new BookieServer(std::move(options)));
   StorageOptions so;
   so.dir = s->options_.data_dir;
@@ -119,7 +124,11 @@ absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions 
       service->CountAddPortRequest();
       local(request, response, std::move(done));
     };
-    ASSIGN_OR_RETURN(s->add_server_, AddServer::Start(add_listen, std::move(add), s->bookie_id_));
+    AddServerLimits limits;
+    limits.max_connections = s->options_.add_port_max_connections;
+    limits.hello_timeout = s->options_.add_port_hello_timeout;
+    ASSIGN_OR_RETURN(s->add_server_,
+                     AddServer::Start(add_listen, std::move(add), s->bookie_id_, limits));
     s->service_->set_add_port(s->add_server_->port());
   }
 

@@ -59,6 +59,11 @@ struct BookieOptions {
   // plain TCP frames, which clients prefer to the Add RPC. Empty: the host
   // of `listen`, a free port. "off": none (clients use the Add RPC).
   std::string add_listen;
+  // Add port limits (AddServerLimits): connections served at once (more are
+  // closed, and their clients add over gRPC), and how long a connection may
+  // take to say hello. Both positive.
+  size_t add_port_max_connections = 1024;
+  absl::Duration add_port_hello_timeout = absl::Seconds(10);
   // Default: the bound address.
   std::string bookie_id;
   // false: relaxed mode without fdatasync on adds (see docs/bookie-format.md).
