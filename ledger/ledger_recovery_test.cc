@@ -3,6 +3,7 @@
 // concurrent recoverers (L9), replacing a dead bookie during recovery.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -17,9 +18,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "base/fault_point.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "ledger/bookie/bookie_server.h"
 #include "ledger/ledger_test_util.h"
+#include "proto/bookie.grpc.pb.h"
 #include "proto/metadata.pb.h"
 
 namespace ledgerkv::ledger {
@@ -96,6 +100,47 @@ TEST(LedgerRecoveryTest, L5_SplitBrainFencedWriterIsNeverAcknowledgedAgain) {
   LKV_ASSIGN_OR_FAIL(auto md, client_b->GetLedgerMetadata(writer->id()));
   EXPECT_EQ(md.state(), meta::v1::CLOSED);
   EXPECT_EQ(md.last_entry_id(), last);
+}
+
+// L5 after the ledger is gone: B recovers A's ledger (fencing the bookies),
+// then deletes it, and every bookie collects it (its state, fence mark
+// included, leaves the index). A, deposed while idle, appends again: its
+// bookies must still answer FENCED, not take the add as one to a new
+// ledger and acknowledge it.
+TEST(LedgerRecoveryTest, L5_AFencedWriterIsNotAcknowledgedAfterItsLedgerIsDeletedAndCollected) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client_a, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client_a->CreateLedger(Quorums(3, 2, 2)));
+  const auto results = AppendRange(*writer, 0, 9, 4);
+  for (const auto& r : results) ASSERT_TRUE(r.ok()) << r.status();
+
+  LKV_ASSIGN_OR_FAIL(auto client_b, cluster->NewClient());
+  {
+    LKV_ASSIGN_OR_FAIL(auto reader, client_b->OpenLedger(writer->id(), OpenMode::kRecover));
+    EXPECT_EQ(reader->last_readable(), 9);
+  }
+  LKV_ASSERT_OK(client_b->DeleteLedger(writer->id()));
+  for (int i = 0; i < cluster->size(); ++i) {
+    LKV_ASSERT_OK(cluster->bookie(i)->RunGcOnce());
+    // The collection really happened: the bookie no longer holds the ledger.
+    auto stub = bookie::v1::Bookie::NewStub(
+        grpc::CreateChannel(cluster->address(i), grpc::InsecureChannelCredentials()));
+    bookie::v1::ReadRequest req;
+    req.set_ledger_id(writer->id());
+    req.set_first_entry_id(0);
+    req.set_count(1);
+    bookie::v1::ReadResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ASSERT_TRUE(stub->Read(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.code(), bookie::v1::NO_SUCH_LEDGER) << "bookie " << i;
+  }
+
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<int64_t> late = writer->Append(absl::StrCat("late ", i));
+    EXPECT_FALSE(late.ok()) << "a deposed writer was acknowledged entry " << *late;
+  }
+  ExpectFenced(writer->Append("later").status());
 }
 
 // BookKeeper issue 2614: E=3 Qw=2 Qa=2 plus a spare; the fence request to

@@ -138,8 +138,9 @@ class BookieServer {
   void Shutdown();
 
   // One garbage-collection round: takes the ledgers held, THEN lists the
-  // ledgers in metadata; deletes those held but absent, then reclaims
-  // journal files (delete dead files, compact those under half live).
+  // ledgers in metadata; deletes those held but absent (leaving tombstones
+  // that keep them fenced), then reclaims journal files (delete dead files,
+  // compact those under half live, a bounded amount per round).
   // A failed listing deletes nothing and returns its error.
   // FAILED_PRECONDITION without a metadata store or after Shutdown.
   absl::Status RunGcOnce();

@@ -202,15 +202,24 @@ class BookieStorage {
   struct CompactionResult {
     int files_deleted = 0;
     int files_compacted = 0;
+    // Files that qualified for compaction and were left for a later call
+    // (over max_copy_bytes, or too little free space).
+    int files_deferred = 0;
     uint64_t entries_copied = 0;
     uint64_t bytes_reclaimed = 0;
   };
-  // Reclaims journal files wholly before the checkpoint: deletes those
-  // without live entries; for those whose live bytes are below
-  // `min_live_fraction` of their size, re-appends the live entries through
-  // the writer (index updated only if it still points at the old copy),
-  // checkpoints, then deletes them.
-  absl::StatusOr<CompactionResult> CompactJournal(double min_live_fraction = 0.5);
+  // Reclaims journal files wholly before the checkpoint. First deletes
+  // those without live entries. Then, for those whose live bytes are below
+  // `min_live_fraction` of their size, oldest first and at most
+  // `max_copy_bytes` of live bytes in all (at least one file; the rest
+  // waits for the next call), re-appends the live entries through the
+  // writer (index updated only if it still points at the old copy),
+  // checkpoints, then deletes them. Copies nothing while the file system
+  // has less than twice the bytes to copy plus 64 MiB free: filling the
+  // disk would turn the bookie read-only.
+  static constexpr uint64_t kDefaultMaxCopyBytes = uint64_t{64} << 20;
+  absl::StatusOr<CompactionResult> CompactJournal(double min_live_fraction = 0.5,
+                                                  uint64_t max_copy_bytes = kDefaultMaxCopyBytes);
 
   // Journal file numbers currently present (tests).
   std::vector<uint64_t> JournalFiles() const;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/rocksdb_logger.h"
+#include "base/status_macros.h"
 #include "rocksdb/db.h"
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/options.h"
@@ -16,6 +17,7 @@
 namespace ledgerkv::bookie {
 namespace {
 
+constexpr char kDeletedTag = 'd';
 constexpr char kEntryTag = 'e';
 constexpr char kLedgerTag = 'l';
 constexpr size_t kEntryKeySize = 17;
@@ -59,6 +61,13 @@ std::string EntryKey(uint64_t ledger_id, int64_t entry_id) {
 std::string LedgerKey(uint64_t ledger_id) {
   std::string k(kLedgerKeySize, '\0');
   k[0] = kLedgerTag;
+  PutBigEndian64(k.data() + 1, ledger_id);
+  return k;
+}
+
+std::string DeletedKey(uint64_t ledger_id) {
+  std::string k(kLedgerKeySize, '\0');
+  k[0] = kDeletedTag;
   PutBigEndian64(k.data() + 1, ledger_id);
   return k;
 }
@@ -221,7 +230,18 @@ absl::Status Index::DeleteLedger(uint64_t ledger_id) {
                                             : EntryKey(ledger_id + 1, 0);
   batch.DeleteRange(begin, end);
   batch.Delete(LedgerKey(ledger_id));
+  // In the same batch: no reader of the index sees the ledger gone without
+  // its tombstone.
+  batch.Put(DeletedKey(ledger_id), rocksdb::Slice());
   return ToStatus(db_->Write(NoWal(), &batch), "delete ledger");
+}
+
+absl::StatusOr<bool> Index::IsDeleted(uint64_t ledger_id) {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), DeletedKey(ledger_id), &value);
+  if (s.IsNotFound()) return false;
+  RETURN_IF_ERROR(ToStatus(s, "tombstone lookup"));
+  return true;
 }
 
 absl::Status Index::Flush() {

@@ -3,6 +3,7 @@
 // so that RocksDB's byte order is id order):
 //   'e' ledger_id:8 entry_id:8  ->  file:8 offset:8 size:4
 //   'l' ledger_id:8             ->  flags:1 (bit 0 fenced) lac:8 last_entry_id:8
+//   'd' ledger_id:8             ->  (empty)  the ledger was deleted: a tombstone
 //
 // The journal is the write-ahead log, so index writes skip RocksDB's WAL and
 // are never synced one by one: Flush() (a memtable flush, synced by RocksDB)
@@ -79,8 +80,14 @@ class Index {
   absl::Status ForEachEntry(
       const std::function<void(uint64_t ledger_id, int64_t entry_id, const Location&)>& fn);
 
-  // Removes a ledger's entries and state.
+  // Removes a ledger's entries and state, and leaves a tombstone in the
+  // same atomic write: a deleted ledger stays fenced for good (IsDeleted),
+  // as its fence mark would have kept it (docs/bookie-format.md, "Garbage
+  // collection"). Tombstones are never removed (9 bytes of key each).
   absl::Status DeleteLedger(uint64_t ledger_id);
+
+  // Whether DeleteLedger deleted this ledger (a tombstone exists).
+  absl::StatusOr<bool> IsDeleted(uint64_t ledger_id);
 
   // Makes every update applied so far durable (memtable flush, waited for).
   absl::Status Flush();

@@ -1,5 +1,7 @@
 // BookieStorage garbage collection: deleting ledgers from the index and
 // reclaiming journal files (delete when dead, compact when mostly dead).
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -74,7 +76,7 @@ absl::Status BookieStorage::DeleteLedgers(absl::Span<const uint64_t> ledger_ids)
 }
 
 absl::StatusOr<BookieStorage::CompactionResult> BookieStorage::CompactJournal(
-    double min_live_fraction) {
+    double min_live_fraction, uint64_t max_copy_bytes) {
   absl::MutexLock g(&gc_mu_);
   CompactionResult result;
   RETURN_IF_ERROR(Checkpoint());
@@ -93,16 +95,57 @@ absl::StatusOr<BookieStorage::CompactionResult> BookieStorage::CompactJournal(
   RETURN_IF_ERROR(index_->ForEachEntry([&](uint64_t, int64_t, const Location& loc) {
     if (sizes.contains(loc.file)) live[loc.file] += loc.size;
   }));
-  std::vector<uint64_t> to_delete;
-  absl::flat_hash_set<uint64_t> to_compact;
+  std::vector<uint64_t> dead;
+  std::vector<std::pair<uint64_t, uint64_t>> sparse;  // (file, live bytes), oldest first
   for (const auto& [n, size] : sizes) {
     const uint64_t l = live[n];
     if (l == 0) {
-      to_delete.push_back(n);
+      dead.push_back(n);
     } else if (static_cast<double>(l) < min_live_fraction * static_cast<double>(size)) {
-      to_compact.insert(n);
+      sparse.emplace_back(n, l);
     }
   }
+  auto delete_files = [&](const std::vector<uint64_t>& files) -> absl::Status {
+    for (uint64_t n : files) {
+      {
+        absl::MutexLock l(&mu_);
+        files_.erase(n);
+        file_sizes_.erase(n);
+      }
+      RETURN_IF_ERROR(env_->DeleteFile(JournalPath(n)));
+      result.bytes_reclaimed += sizes[n];
+      ++result.files_deleted;
+    }
+    if (!files.empty()) RETURN_IF_ERROR(env_->SyncDir(options_.dir));
+    return absl::OkStatus();
+  };
+  // Dead files first: they free space without needing any.
+  RETURN_IF_ERROR(delete_files(dead));
+
+  // Bounded work per call: the live entries' locations are held in memory
+  // (40 bytes each) and their bytes are written again.
+  absl::flat_hash_set<uint64_t> to_compact;
+  uint64_t copy_bytes = 0;
+  for (const auto& [n, l] : sparse) {
+    if (!to_compact.empty() && copy_bytes + l > max_copy_bytes) break;
+    to_compact.insert(n);
+    copy_bytes += l;
+  }
+  if (!to_compact.empty()) {
+    struct statvfs fs;
+    const uint64_t need = 2 * copy_bytes + (uint64_t{64} << 20);
+    if (::statvfs(options_.dir.c_str(), &fs) == 0) {
+      const uint64_t available = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+      if (available < need) {
+        absl::FPrintF(stderr,
+                      "bookie: gc: not compacting %d journal files (%d live bytes): %d bytes "
+                      "free, want %d\n",
+                      to_compact.size(), copy_bytes, available, need);
+        to_compact.clear();
+      }
+    }
+  }
+  result.files_deferred = static_cast<int>(sparse.size() - to_compact.size());
 
   if (!to_compact.empty()) {
     std::vector<LiveEntry> entries;
@@ -168,21 +211,9 @@ absl::StatusOr<BookieStorage::CompactionResult> BookieStorage::CompactJournal(
     }
     // The new locations must be durable before the old copies go.
     RETURN_IF_ERROR(Checkpoint());
-    for (uint64_t n : to_compact) to_delete.push_back(n);
     result.files_compacted = static_cast<int>(to_compact.size());
+    RETURN_IF_ERROR(delete_files(std::vector<uint64_t>(to_compact.begin(), to_compact.end())));
   }
-
-  for (uint64_t n : to_delete) {
-    {
-      absl::MutexLock l(&mu_);
-      files_.erase(n);
-      file_sizes_.erase(n);
-    }
-    RETURN_IF_ERROR(env_->DeleteFile(JournalPath(n)));
-    result.bytes_reclaimed += sizes[n];
-    ++result.files_deleted;
-  }
-  if (!to_delete.empty()) RETURN_IF_ERROR(env_->SyncDir(options_.dir));
   return result;
 }
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "base/fault_point.h"
+#include "base/small_tmpfs.h"
 #include "gtest/gtest.h"
 #include "ledger/bookie/bookie_storage.h"
 #include "ledger/bookie/test_util.h"
@@ -84,6 +85,31 @@ TEST_F(StorageGcTest, AddPublishedDuringDeletionLeavesNoOrphanIndexEntry) {
   EXPECT_EQ(ReadBack(*s, 7, 1), v1::NO_SUCH_ENTRY) << "orphan index entry after restart";
 }
 
+// L5 through deletion: deleting a ledger's state would delete its fence
+// mark, and a deposed writer could then get adds acknowledged again. The
+// tombstone keeps the deleted ledger fenced, also after a restart, while a
+// new ledger is not refused.
+TEST_F(StorageGcTest, L5_ADeletedLedgerRefusesAddsAsFencedAlsoAfterRestart) {
+  auto s = Open();
+  ASSERT_EQ(AddOne(*s, 7, 0), v1::OK);
+  ASSERT_EQ(FenceSync(*s, 7), v1::OK);
+  ASSERT_EQ(AddOne(*s, 7, 1), v1::FENCED);
+  const std::vector<uint64_t> dead = {7};
+  ASSERT_TRUE(s->DeleteLedgers(dead).ok());
+  ASSERT_FALSE(s->GetLedger(7).has_value());
+  EXPECT_EQ(AddOne(*s, 7, 1), v1::FENCED) << "the fence went with the ledger's state";
+  EXPECT_EQ(AddOne(*s, 7, 2, 1), v1::FENCED);
+  EXPECT_FALSE(s->GetLedger(7).has_value()) << "a refused add brought the ledger back";
+  EXPECT_EQ(AddOne(*s, 8, 0), v1::OK) << "a new ledger must not be refused";
+  EXPECT_EQ(AddOne(*s, 8, 1), v1::OK);
+  s.reset();
+  s = Open();
+  EXPECT_EQ(AddOne(*s, 7, 1), v1::FENCED) << "after a restart";
+  EXPECT_EQ(ReadBack(*s, 7, 0), v1::NO_SUCH_ENTRY);
+  EXPECT_EQ(AddOne(*s, 9, 0), v1::OK);
+  EXPECT_EQ(ReadBack(*s, 8, 1), v1::OK);
+}
+
 // Files with no live entries are deleted; files mostly dead are compacted
 // (live entries copied forward); files mostly live are left alone.
 TEST_F(StorageGcTest, CompactionReclaimsDeadFilesAndKeepsLiveEntries) {
@@ -132,6 +158,82 @@ TEST_F(StorageGcTest, CompactionReclaimsDeadFilesAndKeepsLiveEntries) {
   r = s->CompactJournal(0.5);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->entries_copied, 0u);
+}
+
+// Writes files that become dead (ledger 1) and files that become mostly
+// dead (ledger 2 kept, 1 entry in 5), then deletes ledgers 1 and 3.
+void WriteDeadAndSparseFiles(BookieStorage& s) {
+  for (int64_t e = 0; e < 60; ++e) ASSERT_EQ(AddOne(s, 1, e), v1::OK);
+  for (int64_t e = 0; e < 60; ++e) {
+    ASSERT_EQ(AddOne(s, 2, e), v1::OK);
+    for (int k = 0; k < 4; ++k) ASSERT_EQ(AddOne(s, 3, e * 4 + k), v1::OK);
+  }
+  for (int64_t e = 0; e < 10; ++e) ASSERT_EQ(AddOne(s, 4, e), v1::OK);  // moves the checkpoint on
+  const std::vector<uint64_t> dead = {1, 3};
+  ASSERT_TRUE(s.DeleteLedgers(dead).ok());
+}
+
+// A bookie with a large journal must not hold every live entry of it in
+// memory, nor rewrite it all, in one round: each call copies at most
+// max_copy_bytes (at least one file), and later calls finish the work.
+// Dead files go in the first call whatever the bound.
+TEST_F(StorageGcTest, CompactionCopiesABoundedAmountPerCallAndLaterCallsFinish) {
+  auto s = Open();
+  ASSERT_NO_FATAL_FAILURE(WriteDeadAndSparseFiles(*s));
+  auto r = s->CompactJournal(0.5, /*max_copy_bytes=*/1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->files_compacted, 1);
+  EXPECT_GT(r->files_deferred, 0);
+  EXPECT_GT(r->files_deleted, r->files_compacted) << "the dead files went too";
+  int calls = 1;
+  int compacted = r->files_compacted;
+  while (r->files_deferred > 0 && calls < 200) {
+    r = s->CompactJournal(0.5, 1);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_LE(r->files_compacted, 1);
+    compacted += r->files_compacted;
+    ++calls;
+  }
+  EXPECT_EQ(r->files_deferred, 0) << "after " << calls << " calls";
+  EXPECT_GT(compacted, 1);
+  for (int64_t e = 0; e < 60; ++e) ASSERT_EQ(ReadBack(*s, 2, e), v1::OK) << e;
+  s.reset();
+  s = Open();
+  for (int64_t e = 0; e < 60; ++e) ASSERT_EQ(ReadBack(*s, 2, e), v1::OK) << e;
+  EXPECT_EQ(ReadBack(*s, 3, 0), v1::NO_SUCH_ENTRY);
+}
+
+// Compaction writes before it frees: on a nearly full disk its copies
+// would fail with ENOSPC and turn the bookie read-only. It deletes the
+// dead files, copies nothing while free space is short (less than twice
+// the bytes to copy plus 64 MiB), and does the rest once space is back.
+TEST_F(StorageGcTest, CompactionCopiesNothingWhileTheDiskIsNearlyFull) {
+  const std::string mnt = NewTempDir("gcfull");
+  SmallTmpfs fs;
+  if (absl::Status m = fs.Mount(mnt, 96); !m.ok()) {
+    GTEST_SKIP() << m << " (needs CAP_SYS_ADMIN, as root in CI)";
+  }
+  dir_ = mnt + "/bookie";
+  auto s = Open();
+  ASSERT_NE(s, nullptr);
+  ASSERT_NO_FATAL_FAILURE(WriteDeadAndSparseFiles(*s));
+  fs.WaitForQuiet();  // the journal filler is done
+  if (absl::Status f = fs.FillLeaving(16 << 20); !f.ok()) FAIL() << f;
+
+  auto r = s->CompactJournal(0.5);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->files_deleted, 0) << "dead files need no space to go";
+  EXPECT_EQ(r->files_compacted, 0);
+  EXPECT_GT(r->files_deferred, 0);
+  EXPECT_FALSE(s->GetStats().read_only);
+  for (int64_t e = 0; e < 60; ++e) ASSERT_EQ(ReadBack(*s, 2, e), v1::OK) << e;
+
+  ASSERT_TRUE(fs.Free().ok());
+  r = s->CompactJournal(0.5);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->files_compacted, 0);
+  EXPECT_EQ(r->files_deferred, 0);
+  for (int64_t e = 0; e < 60; ++e) ASSERT_EQ(ReadBack(*s, 2, e), v1::OK) << e;
 }
 
 // Compaction copies never resurrect an entry replaced or deleted meanwhile:

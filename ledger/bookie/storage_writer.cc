@@ -5,6 +5,7 @@
 #include <iterator>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -194,6 +195,14 @@ void BookieStorage::ProcessBatch(std::vector<std::unique_ptr<WriteRequest>>& bat
     // Fences and normal adds are decided in queue order: an add queued after
     // a fence of its ledger (even in this batch) is FENCED.
     absl::flat_hash_set<uint64_t> fenced_here;
+    // Adds to ledgers this bookie does not hold: a new ledger, or one that
+    // garbage collection deleted, whose tombstone keeps it fenced for good
+    // (a deposed writer must not get acknowledgements from the bookies its
+    // fence was on once the ledger is gone). One index lookup per such
+    // ledger and batch: the first batch of each new ledger. Under mu_, so
+    // that no deletion (tombstone first, then erased from ledgers_ under
+    // mu_) falls between the lookup and the decision.
+    absl::flat_hash_map<uint64_t, v1::Code> unknown;
     for (auto& req : batch) {
       force_sync |= req->force_sync;
       for (WriteItem& item : req->items) {
@@ -205,6 +214,19 @@ void BookieStorage::ProcessBatch(std::vector<std::unique_ptr<WriteRequest>>& bat
           auto it = ledgers_.find(ledger);
           if (fenced_here.contains(ledger) || (it != ledgers_.end() && it->second.fenced)) {
             item.code = v1::FENCED;
+          } else if (it == ledgers_.end()) {
+            auto [u, inserted] = unknown.try_emplace(ledger, v1::CODE_UNSPECIFIED);
+            if (inserted) {
+              absl::StatusOr<bool> deleted = index_->IsDeleted(ledger);
+              if (!deleted.ok()) {
+                absl::FPrintF(stderr, "bookie: ledger %d: %s\n", ledger,
+                              deleted.status().ToString());
+                u->second = v1::IO_ERROR;
+              } else if (*deleted) {
+                u->second = v1::FENCED;
+              }
+            }
+            item.code = u->second;  // CODE_UNSPECIFIED: a new ledger, decided as usual
           }
         }
       }
