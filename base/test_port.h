@@ -8,16 +8,21 @@
 // socket of a test running in parallel (ctest -j2), and the restart fails
 // with EADDRINUSE: seen as "bookie: cannot listen on 127.0.0.1:34481" in
 // range_test. The ports picked here come from below that range, at random,
-// and were free at the moment of the pick (a bind check), and one process
-// never gets the same port twice, so only an explicit pick in another test
-// process can collide: rare, and it shows at the first start (where
-// TestCluster picks again; the process helpers do not).
+// and were free at the moment of the pick (a bind check). One process never
+// gets the same port twice, and a pick is claimed across processes with a
+// record lock (byte <port> of /tmp/ledgerkv-test-ports.lock, held until
+// the process exits), so two test processes never pick the same port:
+// without it a parallel test process had taken etcd's peer port in
+// cluster_process_test ("bind: address already in use").
 #pragma once
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <fstream>
 #include <mutex>
@@ -27,6 +32,8 @@
 namespace ledgerkv {
 
 namespace test_port_internal {
+
+inline constexpr char kLockFile[] = "/tmp/ledgerkv-test-ports.lock";
 
 // 127.0.0.1:`port` (0: the kernel picks).
 inline sockaddr_in Loopback(int port) {
@@ -65,6 +72,28 @@ inline int EphemeralPort() {
   return port;
 }
 
+// Claims `port` for this process's life among the processes that use
+// PickRestartablePort: a write lock on byte `port` of one shared file,
+// through one descriptor kept open (close-on-exec; record locks are not
+// inherited by children and go away when the process exits). False if
+// another live process holds it. Where the file cannot be used, claims
+// everything (the bind check alone then guards the pick).
+inline bool ClaimAcrossProcesses(int port) {
+  static const int fd = [] {
+    const int f = ::open(kLockFile, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (f >= 0) ::fchmod(f, 0666);
+    return f;
+  }();
+  if (fd < 0) return true;
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = port;
+  lock.l_len = 1;
+  if (::fcntl(fd, F_SETLK, &lock) == 0) return true;
+  return errno != EACCES && errno != EAGAIN;  // held by another process
+}
+
 }  // namespace test_port_internal
 
 // Lowest port picked: above the well-known and registered ports tests or
@@ -89,7 +118,8 @@ inline int PickRestartablePort() {
   std::uniform_int_distribution<int> pick(kLowestTestPort, ephemeral_low - 1);
   for (int attempt = 0; attempt < 200; ++attempt) {
     const int port = pick(random);
-    if (!given.contains(port) && test_port_internal::CanBind(port)) {
+    if (!given.contains(port) && test_port_internal::CanBind(port) &&
+        test_port_internal::ClaimAcrossProcesses(port)) {
       given.insert(port);
       return port;
     }
