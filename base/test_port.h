@@ -94,37 +94,48 @@ inline bool ClaimAcrossProcesses(int port) {
   return errno != EACCES && errno != EAGAIN;  // held by another process
 }
 
+// A port in [lo, hi), free now (bind check), never returned before in
+// this process, and claimed against other test processes; 0 if there is
+// none. 200 random tries, then every port from a random start.
+inline int PickIn(int lo, int hi) {
+  static std::mutex mu;
+  static std::set<int> given;
+  static std::mt19937 random(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+  std::lock_guard<std::mutex> lock(mu);
+  auto take = [&](int port) {
+    if (given.contains(port) || !CanBind(port) || !ClaimAcrossProcesses(port)) return false;
+    given.insert(port);
+    return true;
+  };
+  std::uniform_int_distribution<int> pick(lo, hi - 1);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    if (const int port = pick(random); take(port)) return port;
+  }
+  const int start = pick(random);
+  for (int i = 0; i < hi - lo; ++i) {
+    if (const int port = lo + (start - lo + i) % (hi - lo); take(port)) return port;
+  }
+  return 0;
+}
+
 }  // namespace test_port_internal
 
 // Lowest port picked: above the well-known and registered ports tests or
 // the machine may use (etcd's 2379/2380, the standalone's 7070).
 constexpr int kLowestTestPort = 10000;
 
-// Returns a port below the ephemeral range, free at the time of the call
-// and not returned before in this process;
-// if that range is too small on this machine, or 200 random picks were all
-// taken, a port the kernel picks (as port 0 would).
+// Returns a port below the ephemeral range, free at the time of the call,
+// not returned before in this process (tests pick the ports of a whole
+// cluster before they start any of its servers) and not claimed by another
+// live test process; if that range is too small on this machine, or holds
+// no such port, a port the kernel picks (as port 0 would).
 inline int PickRestartablePort() {
   int ephemeral_low = 32768;
   std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
   if (int low = 0, high = 0; range >> low >> high && low > 0) ephemeral_low = low;
   if (ephemeral_low - kLowestTestPort < 1000) return test_port_internal::EphemeralPort();
-  // Never the same port twice in one process: tests pick the ports of a
-  // whole cluster before they start any of its servers.
-  static std::mutex mu;
-  static std::set<int> given;
-  static std::mt19937 random(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
-  std::lock_guard<std::mutex> lock(mu);
-  std::uniform_int_distribution<int> pick(kLowestTestPort, ephemeral_low - 1);
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    const int port = pick(random);
-    if (!given.contains(port) && test_port_internal::CanBind(port) &&
-        test_port_internal::ClaimAcrossProcesses(port)) {
-      given.insert(port);
-      return port;
-    }
-  }
-  return test_port_internal::EphemeralPort();
+  const int port = test_port_internal::PickIn(kLowestTestPort, ephemeral_low);
+  return port > 0 ? port : test_port_internal::EphemeralPort();
 }
 
 }  // namespace ledgerkv
