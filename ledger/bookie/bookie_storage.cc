@@ -248,6 +248,15 @@ absl::Status BookieStorage::Init() {
     uint64_t start = *it == cp.file ? cp.offset : 0;
     RETURN_IF_ERROR(ReplayFile(*it, start, it + 1 == numbers.end(), &touched));
   }
+  // A ledger that replay brought back although the index holds its
+  // tombstone (a crash after a deletion's index flush but before the
+  // checkpoint moved, with its fence mark before the old checkpoint) is
+  // deleted: it stays fenced (docs/bookie-format.md, "Garbage collection").
+  for (auto& [id, st] : touched) {
+    if (st.fenced) continue;
+    ASSIGN_OR_RETURN(bool deleted, index_->IsDeleted(id));
+    st.fenced = deleted;
+  }
   if (!touched.empty()) {
     Index::Batch batch;
     absl::MutexLock l(&mu_);

@@ -202,21 +202,23 @@ class BookieStorage {
   struct CompactionResult {
     int files_deleted = 0;
     int files_compacted = 0;
+    // Batches of at most max_copy_bytes the compaction ran in.
+    int batches = 0;
     // Files that qualified for compaction and were left for a later call
-    // (over max_copy_bytes, or too little free space).
+    // (too little free space).
     int files_deferred = 0;
     uint64_t entries_copied = 0;
     uint64_t bytes_reclaimed = 0;
   };
   // Reclaims journal files wholly before the checkpoint. First deletes
   // those without live entries. Then, for those whose live bytes are below
-  // `min_live_fraction` of their size, oldest first and at most
-  // `max_copy_bytes` of live bytes in all (at least one file; the rest
-  // waits for the next call), re-appends the live entries through the
-  // writer (index updated only if it still points at the old copy),
-  // checkpoints, then deletes them. Copies nothing while the file system
-  // has less than twice the bytes to copy plus 64 MiB free: filling the
-  // disk would turn the bookie read-only.
+  // `min_live_fraction` of their size, oldest first, in batches of at most
+  // `max_copy_bytes` of live bytes (at least one file; bounds the memory a
+  // batch holds), re-appends the live entries through the writer (index
+  // updated only if it still points at the old copy), checkpoints, then
+  // deletes them. Starts no batch while the file system has less than
+  // twice its bytes to copy plus 64 MiB free (filling the disk would turn
+  // the bookie read-only): the rest waits for a later call.
   static constexpr uint64_t kDefaultMaxCopyBytes = uint64_t{64} << 20;
   absl::StatusOr<CompactionResult> CompactJournal(double min_live_fraction = 0.5,
                                                   uint64_t max_copy_bytes = kDefaultMaxCopyBytes);
@@ -225,6 +227,13 @@ class BookieStorage {
   std::vector<uint64_t> JournalFiles() const;
 
  private:
+  // CompactJournal's steps (gc_mu_ held): deletes journal files; compacts
+  // one batch of files (copies, checkpoint, deletion).
+  absl::Status DeleteJournalFiles(const std::vector<uint64_t>& files, CompactionResult* result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(gc_mu_);
+  absl::Status CompactFiles(absl::flat_hash_set<uint64_t> to_compact, CompactionResult* result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(gc_mu_);
+
   // The ledger's LAC: the higher of the piggybacked and the explicit one.
   int64_t LacLocked(uint64_t ledger_id, const LedgerState& st) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -75,6 +75,93 @@ absl::Status BookieStorage::DeleteLedgers(absl::Span<const uint64_t> ledger_ids)
   return Checkpoint();
 }
 
+absl::Status BookieStorage::DeleteJournalFiles(const std::vector<uint64_t>& files,
+                                               CompactionResult* result) {
+  for (uint64_t n : files) {
+    uint64_t size = 0;
+    {
+      absl::MutexLock l(&mu_);
+      if (auto it = file_sizes_.find(n); it != file_sizes_.end()) size = it->second;
+      files_.erase(n);
+      file_sizes_.erase(n);
+    }
+    RETURN_IF_ERROR(env_->DeleteFile(JournalPath(n)));
+    result->bytes_reclaimed += size;
+    ++result->files_deleted;
+  }
+  if (!files.empty()) RETURN_IF_ERROR(env_->SyncDir(options_.dir));
+  return absl::OkStatus();
+}
+
+absl::Status BookieStorage::CompactFiles(absl::flat_hash_set<uint64_t> to_compact,
+                                         CompactionResult* result) {
+  std::vector<LiveEntry> entries;
+  RETURN_IF_ERROR(index_->ForEachEntry([&](uint64_t ledger, int64_t entry, const Location& loc) {
+    if (to_compact.contains(loc.file)) entries.push_back(LiveEntry{ledger, entry, loc});
+  }));
+  std::sort(entries.begin(), entries.end(), [](const LiveEntry& a, const LiveEntry& b) {
+    return std::tie(a.loc.file, a.loc.offset) < std::tie(b.loc.file, b.loc.offset);
+  });
+  size_t i = 0;
+  while (i < entries.size()) {
+    auto req = std::make_unique<WriteRequest>();
+    uint64_t bytes = 0;
+    for (; i < entries.size() && bytes < kCopyChunkBytes; ++i) {
+      const LiveEntry& e = entries[i];
+      if (!to_compact.contains(e.loc.file)) continue;
+      std::shared_ptr<RandomAccessFile> file = FindFile(e.loc.file);
+      RecordHeader h;
+      absl::StatusOr<std::string> payload =
+          file == nullptr ? absl::NotFoundError("journal file missing")
+                          : ReadEntryRecord(file.get(), e.loc, e.ledger_id, e.entry_id, &h);
+      if (!payload.ok()) {
+        // Keep the file (and the evidence): a live entry we cannot copy
+        // must stay where reads find it, failing loudly.
+        absl::FPrintF(stderr, "bookie: gc: not compacting %s: %s\n",
+                      JournalFileName(e.loc.file), payload.status().ToString());
+        to_compact.erase(e.loc.file);
+        continue;
+      }
+      bytes += e.loc.size;
+      req->owned.push_back(std::move(*payload));
+      WriteItem item;
+      item.kind = WriteItem::Kind::kCopy;
+      item.flags = kFlagCopy;
+      item.entry = EntryView{e.ledger_id, e.entry_id, h.lac, h.entry_checksum, {}};
+      item.old_location = e.loc;
+      req->items.push_back(item);
+    }
+    // Views into `owned` only now that it no longer reallocates.
+    for (size_t k = 0; k < req->items.size(); ++k) req->items[k].entry.payload = req->owned[k];
+    const size_t copied = req->items.size();
+    // Copies are synced even in relaxed mode: the index moves to them,
+    // and the old (long durable) records are deleted after.
+    req->force_sync = true;
+    bool passed = false;
+    std::vector<uint64_t> failed_files;
+    req->done = [&passed, &failed_files](WriteRequest& r) {
+      passed = r.passed;
+      for (const WriteItem& item : r.items) {
+        if (item.code == v1::IO_ERROR) failed_files.push_back(item.old_location.file);
+      }
+    };
+    SubmitAndWait(std::move(req));
+    if (!passed) return absl::FailedPreconditionError("gc: journal is read-only");
+    // An entry whose index could not be moved to its copy still points at
+    // the old file: that file must stay.
+    for (uint64_t f : failed_files) {
+      absl::FPrintF(stderr, "bookie: gc: not compacting %s: index update failed\n",
+                    JournalFileName(f));
+      to_compact.erase(f);
+    }
+    result->entries_copied += copied;
+  }
+  // The new locations must be durable before the old copies go.
+  RETURN_IF_ERROR(Checkpoint());
+  result->files_compacted += static_cast<int>(to_compact.size());
+  return DeleteJournalFiles(std::vector<uint64_t>(to_compact.begin(), to_compact.end()), result);
+}
+
 absl::StatusOr<BookieStorage::CompactionResult> BookieStorage::CompactJournal(
     double min_live_fraction, uint64_t max_copy_bytes) {
   absl::MutexLock g(&gc_mu_);
@@ -105,115 +192,43 @@ absl::StatusOr<BookieStorage::CompactionResult> BookieStorage::CompactJournal(
       sparse.emplace_back(n, l);
     }
   }
-  auto delete_files = [&](const std::vector<uint64_t>& files) -> absl::Status {
-    for (uint64_t n : files) {
-      {
-        absl::MutexLock l(&mu_);
-        files_.erase(n);
-        file_sizes_.erase(n);
-      }
-      RETURN_IF_ERROR(env_->DeleteFile(JournalPath(n)));
-      result.bytes_reclaimed += sizes[n];
-      ++result.files_deleted;
-    }
-    if (!files.empty()) RETURN_IF_ERROR(env_->SyncDir(options_.dir));
-    return absl::OkStatus();
-  };
   // Dead files first: they free space without needing any.
-  RETURN_IF_ERROR(delete_files(dead));
+  RETURN_IF_ERROR(DeleteJournalFiles(dead, &result));
 
-  // Bounded work per call: the live entries' locations are held in memory
-  // (40 bytes each) and their bytes are written again.
-  absl::flat_hash_set<uint64_t> to_compact;
-  uint64_t copy_bytes = 0;
-  for (const auto& [n, l] : sparse) {
-    if (!to_compact.empty() && copy_bytes + l > max_copy_bytes) break;
-    to_compact.insert(n);
-    copy_bytes += l;
-  }
-  if (!to_compact.empty()) {
+  // In batches of at most max_copy_bytes of live bytes (at least one file),
+  // oldest files first: a batch holds its live entries' locations in
+  // memory (40 bytes each), so a large half-dead journal is never held at
+  // once. Every batch of the round runs: compaction must keep up with a
+  // busy bookie. A file that cannot be compacted (a live entry fails
+  // verification) is dropped from its batch; the next batch goes on.
+  size_t next = 0;
+  while (next < sparse.size()) {
+    absl::flat_hash_set<uint64_t> to_compact;
+    uint64_t copy_bytes = 0;
+    size_t end = next;
+    for (; end < sparse.size(); ++end) {
+      const auto& [n, l] = sparse[end];
+      if (!to_compact.empty() && copy_bytes + l > max_copy_bytes) break;
+      to_compact.insert(n);
+      copy_bytes += l;
+    }
     struct statvfs fs;
     const uint64_t need = 2 * copy_bytes + (uint64_t{64} << 20);
     if (::statvfs(options_.dir.c_str(), &fs) == 0) {
       const uint64_t available = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
       if (available < need) {
         absl::FPrintF(stderr,
-                      "bookie: gc: not compacting %d journal files (%d live bytes): %d bytes "
-                      "free, want %d\n",
-                      to_compact.size(), copy_bytes, available, need);
-        to_compact.clear();
+                      "bookie: gc: not compacting %d journal files: %d bytes free, want %d "
+                      "(twice the %d live bytes of the next batch, plus 64 MiB)\n",
+                      sparse.size() - next, available, need, copy_bytes);
+        break;
       }
     }
+    next = end;
+    ++result.batches;
+    RETURN_IF_ERROR(CompactFiles(to_compact, &result));
   }
-  result.files_deferred = static_cast<int>(sparse.size() - to_compact.size());
-
-  if (!to_compact.empty()) {
-    std::vector<LiveEntry> entries;
-    RETURN_IF_ERROR(index_->ForEachEntry([&](uint64_t ledger, int64_t entry, const Location& loc) {
-      if (to_compact.contains(loc.file)) entries.push_back(LiveEntry{ledger, entry, loc});
-    }));
-    std::sort(entries.begin(), entries.end(), [](const LiveEntry& a, const LiveEntry& b) {
-      return std::tie(a.loc.file, a.loc.offset) < std::tie(b.loc.file, b.loc.offset);
-    });
-    size_t i = 0;
-    while (i < entries.size()) {
-      auto req = std::make_unique<WriteRequest>();
-      uint64_t bytes = 0;
-      for (; i < entries.size() && bytes < kCopyChunkBytes; ++i) {
-        const LiveEntry& e = entries[i];
-        if (!to_compact.contains(e.loc.file)) continue;
-        std::shared_ptr<RandomAccessFile> file = FindFile(e.loc.file);
-        RecordHeader h;
-        absl::StatusOr<std::string> payload =
-            file == nullptr ? absl::NotFoundError("journal file missing")
-                            : ReadEntryRecord(file.get(), e.loc, e.ledger_id, e.entry_id, &h);
-        if (!payload.ok()) {
-          // Keep the file (and the evidence): a live entry we cannot copy
-          // must stay where reads find it, failing loudly.
-          absl::FPrintF(stderr, "bookie: gc: not compacting %s: %s\n",
-                        JournalFileName(e.loc.file), payload.status().ToString());
-          to_compact.erase(e.loc.file);
-          continue;
-        }
-        bytes += e.loc.size;
-        req->owned.push_back(std::move(*payload));
-        WriteItem item;
-        item.kind = WriteItem::Kind::kCopy;
-        item.flags = kFlagCopy;
-        item.entry = EntryView{e.ledger_id, e.entry_id, h.lac, h.entry_checksum, {}};
-        item.old_location = e.loc;
-        req->items.push_back(item);
-      }
-      // Views into `owned` only now that it no longer reallocates.
-      for (size_t k = 0; k < req->items.size(); ++k) req->items[k].entry.payload = req->owned[k];
-      const size_t copied = req->items.size();
-      // Copies are synced even in relaxed mode: the index moves to them,
-      // and the old (long durable) records are deleted after.
-      req->force_sync = true;
-      bool passed = false;
-      std::vector<uint64_t> failed_files;
-      req->done = [&passed, &failed_files](WriteRequest& r) {
-        passed = r.passed;
-        for (const WriteItem& item : r.items) {
-          if (item.code == v1::IO_ERROR) failed_files.push_back(item.old_location.file);
-        }
-      };
-      SubmitAndWait(std::move(req));
-      if (!passed) return absl::FailedPreconditionError("gc: journal is read-only");
-      // An entry whose index could not be moved to its copy still points at
-      // the old file: that file must stay.
-      for (uint64_t f : failed_files) {
-        absl::FPrintF(stderr, "bookie: gc: not compacting %s: index update failed\n",
-                      JournalFileName(f));
-        to_compact.erase(f);
-      }
-      result.entries_copied += copied;
-    }
-    // The new locations must be durable before the old copies go.
-    RETURN_IF_ERROR(Checkpoint());
-    result.files_compacted = static_cast<int>(to_compact.size());
-    RETURN_IF_ERROR(delete_files(std::vector<uint64_t>(to_compact.begin(), to_compact.end())));
-  }
+  result.files_deferred = static_cast<int>(sparse.size() - next);
   return result;
 }
 

@@ -210,11 +210,15 @@ void BookieStorage::ProcessBatch(std::vector<std::unique_ptr<WriteRequest>>& bat
         const uint64_t ledger = item.entry.ledger_id;
         if (item.kind == WriteItem::Kind::kFence) {
           fenced_here.insert(ledger);
-        } else if (item.kind == WriteItem::Kind::kEntry && (item.flags & kFlagRecovery) == 0) {
+        } else if (item.kind == WriteItem::Kind::kEntry) {
           auto it = ledgers_.find(ledger);
-          if (fenced_here.contains(ledger) || (it != ledgers_.end() && it->second.fenced)) {
+          const bool recovery = (item.flags & kFlagRecovery) != 0;
+          if (!recovery &&
+              (fenced_here.contains(ledger) || (it != ledgers_.end() && it->second.fenced))) {
             item.code = v1::FENCED;
           } else if (it == ledgers_.end()) {
+            // Recovery adds too: a deleted ledger has no recovery left to
+            // finish, and one stored would bring the ledger back unfenced.
             auto [u, inserted] = unknown.try_emplace(ledger, v1::CODE_UNSPECIFIED);
             if (inserted) {
               absl::StatusOr<bool> deleted = index_->IsDeleted(ledger);
@@ -620,6 +624,10 @@ absl::Status BookieStorage::CommitCheckpoint(bool synced, bool writer_stopped) {
     }
   }
   RETURN_IF_ERROR(index_->Flush());
+  // Tests: a crash here leaves the index flushed past CHECKPOINT.
+  if (LEDGERKV_FAULT("bookie.checkpoint.flushed")) {
+    return absl::AbortedError("fault point bookie.checkpoint.flushed");
+  }
   RETURN_IF_ERROR(WriteCheckpointFile(pos));
   absl::MutexLock l(&mu_);
   checkpoint_ = pos;
