@@ -230,6 +230,17 @@ TEST(LedgerRecoveryTest, ABookieRecoveryCouldNotReachIsPlannedAroundByTheReadsAf
       };
     };
     FaultPoints::Get().Arm("bookie.fence.drop_request", refuse(fences));
+    // Recovery needs only two fences of three and cancels the third once
+    // it has them: the others' fences are answered only after the deaf
+    // bookie's was refused, or its request could be cancelled before it
+    // arrived (their journal threads wait here, not the deaf bookie's).
+    FaultPoints::Get().Arm("bookie.fence.drop_reply", [deaf, fences](std::string_view bookie) {
+      const absl::Time give_up = absl::Now() + absl::Seconds(10);
+      while (bookie != deaf && fences->load() == 0 && absl::Now() < give_up) {
+        absl::SleepFor(absl::Milliseconds(1));
+      }
+      return false;
+    });
     if (c.adds_refused) FaultPoints::Get().Arm("bookie.add.drop_request", refuse(adds));
     ClientOptions options;
     options.slow_bookie_hold = c.hold;
