@@ -81,6 +81,11 @@ size_t AddChannel::cancel_marks_for_test() {
   return cancelled_.size();
 }
 
+size_t AddChannel::queued_bytes_for_test() {
+  absl::MutexLock l(&mu_);
+  return conn_ == nullptr ? 0 : conn_->queued_bytes();
+}
+
 void AddChannel::SendLocked(FrameConn* conn, uint64_t id, const bookie::v1::AddRequest& request) {
   const size_t n = request.ByteSizeLong();
   // A false return (the connection broke) is handled by the thread: it
@@ -107,8 +112,10 @@ void AddChannel::Add(uint64_t id, const bookie::v1::AddRequest& request,
                                        last_error_.message()));
     } else if (mode_ != Mode::kRpc) {
       in_transit_.erase(id);
-      pending_.emplace(id, Pending{&request, response, deadline, std::move(done)});
+      Pending& p = pending_[id];
+      p = Pending{&request, response, deadline, std::move(done)};
       if (conn_ != nullptr) {
+        p.sent = absl::Now();
         SendLocked(conn_.get(), id, request);
       } else {
         backlog_.push_back(id);  // the thread's Await on mu_ sees it and connects
@@ -279,9 +286,12 @@ void AddChannel::Loop() {
       }
       conn_ = std::shared_ptr<FrameConn>(std::move(fresh));
       conn_answered_ = false;
+      conn_heard_ = absl::Now();
       for (uint64_t id : backlog) {
         auto it = pending_.find(id);
-        if (it != pending_.end()) SendLocked(conn_.get(), id, *it->second.request);
+        if (it == pending_.end()) continue;
+        it->second.sent = conn_heard_;
+        SendLocked(conn_.get(), id, *it->second.request);
       }
       continue;
     }
@@ -316,7 +326,10 @@ void AddChannel::Loop() {
     }
 
     mu_.Lock();
-    if (!frames.empty()) conn_answered_ = true;
+    if (!frames.empty() && conn_ == conn) {
+      conn_answered_ = true;
+      conn_heard_ = absl::Now();
+    }
     std::vector<std::pair<uint64_t, Pending>> to_rpc;
     if (!polled.ok()) {
       if (conn_ == conn) conn_.reset();
@@ -353,8 +366,11 @@ void AddChannel::Loop() {
       }
     }
     const absl::Time now = absl::Now();
+    // The oldest send among the calls that timed out just now.
+    absl::Time expired_sent = absl::InfiniteFuture();
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (it->second.deadline <= now) {
+        expired_sent = std::min(expired_sent, it->second.sent);
         completions.emplace_back(std::move(it->second.done),
                                  grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                                               absl::StrCat("add to bookie ", address_,
@@ -363,6 +379,30 @@ void AddChannel::Loop() {
       } else {
         ++it;
       }
+    }
+    // A bookie that has stopped reading: an add timed out with no reply on
+    // this connection since it was sent, and requests still wait unsent.
+    // Their bytes would stay here until TCP gives up (minutes), whatever
+    // their deadlines; the calls still pending were sent later on the same
+    // silent connection. Close it: the memory goes now, those calls fail
+    // UNAVAILABLE (may or may not be stored, as on any break), and the next
+    // add reconnects (docs/add-transport.md, "Outcomes").
+    size_t stuck = 0;
+    if (conn_ != nullptr && conn_ == conn && conn_heard_ < expired_sent &&
+        expired_sent != absl::InfiniteFuture()) {
+      stuck = conn_->queued_bytes();
+    }
+    if (stuck > 0) {
+      conn_->Close();
+      conn_.reset();
+      FailAllLocked(
+          grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                       absl::StrFormat("bookie %s stopped reading its add port connection (no "
+                                       "reply for %s, %d request bytes unsent): connection "
+                                       "closed",
+                                       address_, absl::FormatDuration(now - expired_sent),
+                                       stuck)),
+          &completions);
     }
     if (!completions.empty() || !to_rpc.empty()) {
       mu_.Unlock();

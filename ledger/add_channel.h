@@ -82,6 +82,8 @@ class AddChannel {
   // Cancels remembered for ids not added yet (tests: bounded by the ids in
   // transit, never by how many calls ended).
   size_t cancel_marks_for_test();
+  // Request bytes the current connection holds unsent (0 without one).
+  size_t queued_bytes_for_test();
 
  private:
   struct Pending {
@@ -89,6 +91,9 @@ class AddChannel {
     bookie::v1::AddResponse* response = nullptr;
     absl::Time deadline;
     Done done;
+    // When it was handed to the current connection (InfiniteFuture while
+    // it waits in the backlog).
+    absl::Time sent = absl::InfiniteFuture();
   };
   struct RpcCall;
   struct Stub;
@@ -135,6 +140,8 @@ class AddChannel {
   bool warned_ ABSL_GUARDED_BY(mu_) = false;
   // Whether the current connection has delivered any reply yet.
   bool conn_answered_ ABSL_GUARDED_BY(mu_) = false;
+  // When the current connection was made or last delivered a reply.
+  absl::Time conn_heard_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -290,6 +290,87 @@ TEST(AddPortTest, CancelsOfEndedCallsLeaveNothingBehindAndEarlyCancelsStillWork)
   EXPECT_EQ(channel.cancel_marks_for_test(), 0u);
 }
 
+// A bookie that stops reading its add port connection (hung, or its disk
+// stalled with its in-flight bound reached) while the client has more to
+// send: once an add times out with no reply on that connection since it was
+// sent, the channel closes it rather than hold the unsent requests until
+// TCP gives up. The calls still pending fail UNAVAILABLE at once instead of
+// at their own deadlines, and the next add connects again.
+TEST(AddPortTest, AConnectionWhoseBookieStoppedReadingIsClosedWhenAnAddTimesOut) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
+  AddChannel channel(cluster->address(0),
+                     grpc::CreateChannel(cluster->address(0), grpc::InsecureChannelCredentials()),
+                     absl::Seconds(10));
+  auto add = [&](const bookie::v1::AddRequest& request, bookie::v1::AddResponse* response,
+                 absl::Duration timeout, grpc::Status* status, absl::Notification* done) {
+    channel.Add(channel.NewCallId(), request, response, absl::Now() + timeout,
+                [status, done](const grpc::Status& s) {
+                  *status = s;
+                  done->Notify();
+                });
+  };
+  const bookie::v1::AddRequest empty;  // no entries: answered at once
+  {
+    bookie::v1::AddResponse response;
+    grpc::Status status;
+    absl::Notification done;
+    add(empty, &response, absl::Seconds(10), &status, &done);
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    ASSERT_TRUE(status.ok()) << status.error_message();  // connected and answered
+  }
+  // The connection's thread decides whether to read before each wait
+  // (every 500 ms at most): once it has asked, it reads nothing more.
+  auto asked = std::make_shared<std::atomic<int>>(0);
+  FaultPoints::Get().Arm("bookie.add_port.stop_reading", [asked](std::string_view) {
+    asked->fetch_add(1);
+    return true;
+  });
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (asked->load() == 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_GT(asked->load(), 0) << "the connection's thread never reached its read decision";
+
+  // 4 x 8 MiB: more than loopback's socket buffers take, so some of it
+  // waits in the channel. Never read, never stored: the payload is junk.
+  constexpr int kCalls = 4;
+  std::vector<bookie::v1::AddRequest> requests(kCalls);
+  std::vector<bookie::v1::AddResponse> responses(kCalls);
+  std::vector<grpc::Status> statuses(kCalls);
+  std::vector<absl::Notification> done(kCalls);
+  for (int i = 0; i < kCalls; ++i) {
+    bookie::v1::Entry* e = requests[i].add_entries();
+    e->set_ledger_id(1);
+    e->set_entry_id(i);
+    e->set_payload(std::string(size_t{8} << 20, 'x'));
+    // The first times out after 1 s; the others would wait 60 s.
+    add(requests[i], &responses[i], i == 0 ? absl::Seconds(1) : absl::Seconds(60), &statuses[i],
+        &done[i]);
+  }
+  ASSERT_GT(channel.queued_bytes_for_test(), 0u)
+      << "every request fit in the socket buffers: the test proves nothing";
+
+  ASSERT_TRUE(done[0].WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(statuses[0].error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+      << statuses[0].error_message();
+  for (int i = 1; i < kCalls; ++i) {
+    ASSERT_TRUE(done[i].WaitForNotificationWithTimeout(absl::Seconds(10)))
+        << "call " << i << " still waits for its own deadline on a connection nobody reads";
+    EXPECT_EQ(statuses[i].error_code(), grpc::StatusCode::UNAVAILABLE)
+        << statuses[i].error_message();
+    EXPECT_NE(statuses[i].error_message().find("stopped reading"), std::string::npos)
+        << statuses[i].error_message();
+  }
+  EXPECT_EQ(channel.queued_bytes_for_test(), 0u) << "the unsent requests are still held";
+
+  FaultPoints::Get().DisarmAll();  // the bookie comes back
+  bookie::v1::AddResponse response;
+  grpc::Status status;
+  absl::Notification again;
+  add(empty, &response, absl::Seconds(10), &status, &again);
+  ASSERT_TRUE(again.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
 // A raw TCP connection to 127.0.0.1:port, or -1.
 int Dial(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

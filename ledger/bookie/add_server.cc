@@ -239,8 +239,11 @@ void AddServer::Serve(std::shared_ptr<FrameConn> conn) {
   std::vector<FrameView> frames;
   for (;;) {
     frames.clear();
+    // Tests: a bookie that has stopped reading (hung, or its disk stalled
+    // with the in-flight bound reached) while its peer keeps sending.
     const bool read = conn->queued_bytes() < kMaxQueuedReplyBytes &&
-                      in_flight->bytes.load() < kMaxInFlightRequestBytes;
+                      in_flight->bytes.load() < kMaxInFlightRequestBytes &&
+                      !(greeted && LEDGERKV_FAULT("bookie.add_port.stop_reading", bookie_id_));
     absl::Duration wait = absl::Milliseconds(500);
     if (!greeted) wait = std::clamp(hello_deadline - absl::Now(), absl::ZeroDuration(), wait);
     absl::Status status = conn->Poll(wait, read, &frames);

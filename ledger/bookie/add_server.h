@@ -39,7 +39,9 @@ class AddServer {
   // Listens on `listen` (host:port, port 0 picks a free one) and serves
   // every request with `add`. UNAVAILABLE if it cannot listen. `bookie_id`
   // is the argument of its fault point:
-  //   bookie.add_port.drop_reply  the add is done but its reply is lost.
+  //   bookie.add_port.drop_reply    the add is done but its reply is lost;
+  //   bookie.add_port.stop_reading  a greeted connection reads nothing more
+  //                                 (checked at least every 500 ms).
   static absl::StatusOr<std::unique_ptr<AddServer>> Start(const std::string& listen,
                                                           LocalAddFunction add,
                                                           std::string bookie_id,
