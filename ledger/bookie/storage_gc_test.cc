@@ -1,12 +1,17 @@
 // Ledger deletion and journal reclamation in BookieStorage.
+#include <algorithm>
 #include <atomic>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/fault_point.h"
+#include "base/file.h"
 #include "base/small_tmpfs.h"
 #include "gtest/gtest.h"
 #include "ledger/bookie/bookie_storage.h"
+#include "ledger/bookie/journal_format.h"
+#include "ledger/bookie/journal_reader.h"
 #include "ledger/bookie/test_util.h"
 
 namespace ledgerkv::bookie {
@@ -14,6 +19,8 @@ namespace {
 
 using testing::AddOne;
 using testing::FenceSync;
+using testing::FlipByte;
+using testing::JournalPath;
 using testing::NewTempDir;
 using testing::ReadBack;
 
@@ -219,6 +226,61 @@ TEST_F(StorageGcTest, CompactionRunsInBoundedBatchesAndFinishesTheRound) {
   s = Open();
   for (int64_t e = 0; e < 60; ++e) ASSERT_EQ(ReadBack(*s, 2, e), v1::OK) << e;
   EXPECT_EQ(ReadBack(*s, 3, 0), v1::NO_SUCH_ENTRY);
+}
+
+// The journal file holding the record of (ledger, entry), and the record's
+// offset in it.
+std::pair<uint64_t, uint64_t> FindRecord(const std::string& dir, BookieStorage& s,
+                                         uint64_t ledger, int64_t entry) {
+  for (uint64_t n : s.JournalFiles()) {
+    const std::string path = JournalPath(dir, n);
+    auto file = Env::Default()->NewRandomAccessFile(path);
+    if (!file.ok()) continue;
+    JournalScanner scan(file->get(), n, testing::FileSize(path), 0);
+    for (;;) {
+      auto r = scan.Next();
+      if (!r.ok() || *r != JournalScanner::Result::kRecord) break;
+      const RecordHeader& h = scan.header();
+      if (h.type == RecordType::kEntry && h.ledger_id == ledger && h.entry_id == entry) {
+        return {n, scan.record_offset()};
+      }
+    }
+  }
+  ADD_FAILURE() << "no record for ledger " << ledger << " entry " << entry;
+  return {0, 0};
+}
+
+// A live entry that fails verification keeps its file out of compaction
+// (it must stay where reads find it and report it, L10), and that file's
+// batch failing does not stop the round: the batches after it still run.
+TEST_F(StorageGcTest, ACorruptLiveEntryKeepsItsFileAndTheLaterBatchesStillRun) {
+  auto s = Open();
+  ASSERT_NO_FATAL_FAILURE(WriteDeadAndSparseFiles(*s));
+  // Entry 0 of ledger 2 is in the oldest half-dead file: the first batch.
+  const auto [file, offset] = FindRecord(dir_, *s, 2, 0);
+  ASSERT_NE(file, 0u);
+  FlipByte(JournalPath(dir_, file), offset + kRecordHeaderSize + 1);
+  ASSERT_EQ(ReadBack(*s, 2, 0), v1::CORRUPT);
+
+  auto r = s->CompactJournal(0.5, /*max_copy_bytes=*/1);  // one file per batch
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->files_compacted, 0) << "the batches after the corrupt file did not run";
+  EXPECT_EQ(r->batches, r->files_compacted + 1) << "every batch but the corrupt file's compacts";
+  EXPECT_EQ(r->files_deferred, 0);
+  const std::vector<uint64_t> files = s->JournalFiles();
+  EXPECT_NE(std::find(files.begin(), files.end(), file), files.end())
+      << "the file with the corrupt live entry was deleted";
+  auto check = [&] {
+    EXPECT_EQ(ReadBack(*s, 2, 0), v1::CORRUPT) << "corruption must be reported, never absent";
+    for (int64_t e = 1; e < 60; ++e) ASSERT_EQ(ReadBack(*s, 2, e), v1::OK) << e;
+  };
+  check();
+  s.reset();
+  s = Open();
+  check();
+  r = s->CompactJournal(0.5, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->files_compacted, 0) << "only the corrupt file was left, and it stays";
 }
 
 // Compaction writes before it frees: on a nearly full disk its copies
