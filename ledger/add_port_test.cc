@@ -18,8 +18,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/notification.h"
 #include "base/add_protocol.h"
+#include "base/entry_checksum.h"
 #include "base/fault_point.h"
 #include "base/frame_conn.h"
 #include "grpcpp/create_channel.h"
@@ -580,7 +582,101 @@ TEST(AddPortTest, AddPortLimitsMustBePositive) {
   EXPECT_EQ(bookie::BookieServer::Start(options).status().code(),
             absl::StatusCode::kInvalidArgument);
   options.add_port_hello_timeout = absl::Seconds(1);
+  options.add_port_max_in_flight_bytes = 0;
+  EXPECT_EQ(bookie::BookieServer::Start(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.add_port_max_in_flight_bytes = 1;
   LKV_ASSERT_OK(bookie::BookieServer::Start(options).status());
+}
+
+// The bookie's memory for requests it has read and not yet answered is
+// bounded across connections, not only per connection: with the journal
+// stalled, two connections with 16 MiB each to send get only about the
+// budget (plus one read each) into the bookie; the rest waits in their
+// sockets, and everything is stored once the journal moves again.
+TEST(AddPortTest, RequestsWithTheStorageAreBoundedAcrossConnections) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster,
+                     TestCluster::Start({.bookies = 1, .add_port_max_in_flight_bytes = 1 << 20}));
+  constexpr int kChannels = 2, kCalls = 8;
+  struct Call {
+    bookie::v1::AddRequest request;
+    bookie::v1::AddResponse response;
+    grpc::Status status;
+    absl::Notification done;
+  };
+  // Outlive the channels, which end what is pending when destroyed.
+  std::vector<std::unique_ptr<Call>> calls;
+  std::vector<std::unique_ptr<AddChannel>> channels;  // one connection each
+  for (int c = 0; c < kChannels; ++c) {
+    channels.push_back(std::make_unique<AddChannel>(
+        cluster->address(0),
+        grpc::CreateChannel(cluster->address(0), grpc::InsecureChannelCredentials()),
+        absl::Seconds(10)));
+  }
+  auto add = [](AddChannel& channel, Call* call) {
+    channel.Add(channel.NewCallId(), call->request, &call->response,
+                absl::Now() + absl::Seconds(60), [call](const grpc::Status& s) {
+                  call->status = s;
+                  call->done.Notify();
+                });
+  };
+  for (auto& channel : channels) {  // connected and greeted
+    Call hello;
+    add(*channel, &hello);
+    ASSERT_TRUE(hello.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    ASSERT_TRUE(hello.status.ok()) << hello.status.error_message();
+  }
+  const uint64_t before = BookieInfo(cluster->address(0)).add_port_requests();
+
+  // The journal thread holds its first batch before the sync.
+  auto release = std::make_shared<absl::Notification>();
+  auto held = std::make_shared<std::atomic<bool>>(false);
+  FaultPoints::Get().Arm("bookie.journal.before_sync", [release, held](std::string_view) {
+    held->store(true);
+    release->WaitForNotificationWithTimeout(absl::Seconds(30));
+    return false;
+  });
+  // Also when an assertion below ends the test early.
+  absl::Cleanup unblock = [release] {
+    if (!release->HasBeenNotified()) release->Notify();
+  };
+  // 2 MiB each: one read of a connection (at most 8 MiB) takes at most 4.
+  for (int c = 0; c < kChannels; ++c) {
+    for (int i = 0; i < kCalls; ++i) {
+      auto call = std::make_unique<Call>();
+      bookie::v1::Entry* e = call->request.add_entries();
+      e->set_ledger_id(100 + c);
+      e->set_entry_id(i);
+      e->set_lac(-1);
+      e->set_payload(std::string(size_t{2} << 20, static_cast<char>('a' + i)));
+      e->set_checksum(EntryChecksum(e->ledger_id(), e->entry_id(), e->lac(), e->payload()));
+      add(*channels[c], call.get());
+      calls.push_back(std::move(call));
+    }
+  }
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (!held->load() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_TRUE(held->load()) << "no batch reached the journal";
+  // Whatever the timing, the bookie reads no more than the budget allows.
+  absl::SleepFor(absl::Milliseconds(500));
+  const uint64_t taken = BookieInfo(cluster->address(0)).add_port_requests() - before;
+  EXPECT_GE(taken, 1u);
+  // 1 MiB of budget is spent by the first request; each connection may
+  // have read up to 4 requests (8 MiB) at the moment it last checked.
+  EXPECT_LE(taken, 2u * 4) << "the bookie took in requests beyond its budget";
+  EXPECT_LT(taken, static_cast<uint64_t>(kChannels * kCalls));
+  for (const auto& call : calls) EXPECT_FALSE(call->done.HasBeenNotified());
+
+  release->Notify();
+  for (const auto& call : calls) {
+    ASSERT_TRUE(call->done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    ASSERT_TRUE(call->status.ok()) << call->status.error_message();
+    ASSERT_EQ(call->response.results_size(), 1);
+    EXPECT_EQ(call->response.results(0).code(), bookie::v1::OK);
+  }
+  EXPECT_EQ(BookieInfo(cluster->address(0)).add_port_requests() - before,
+            static_cast<uint64_t>(kChannels * kCalls));
 }
 
 }  // namespace

@@ -65,9 +65,11 @@ class TestCluster {
     bool sync = true;
     // BookieOptions::add_listen of every bookie ("off": no add port).
     std::string add_listen;
-    // BookieOptions::add_port_max_connections and add_port_hello_timeout.
+    // BookieOptions::add_port_max_connections, add_port_hello_timeout and
+    // add_port_max_in_flight_bytes.
     size_t add_port_max_connections = 1024;
     absl::Duration add_port_hello_timeout = absl::Seconds(10);
+    int64_t add_port_max_in_flight_bytes = int64_t{256} << 20;
   };
 
   // Opens the metadata store and starts `options.bookies` bookies.
@@ -98,6 +100,7 @@ class TestCluster {
     bo.add_listen = options_.add_listen;
     bo.add_port_max_connections = options_.add_port_max_connections;
     bo.add_port_hello_timeout = options_.add_port_hello_timeout;
+    bo.add_port_max_in_flight_bytes = options_.add_port_max_in_flight_bytes;
     bo.metadata = store_.get();
     // RestartBookie binds this address again: a port outside the kernel's
     // ephemeral range stays free meanwhile (base/test_port.h). Another
@@ -145,6 +148,7 @@ class TestCluster {
     bo.add_listen = options_.add_listen;
     bo.add_port_max_connections = options_.add_port_max_connections;
     bo.add_port_hello_timeout = options_.add_port_hello_timeout;
+    bo.add_port_max_in_flight_bytes = options_.add_port_max_in_flight_bytes;
     bo.metadata = store_.get();
     absl::Status last;
     // The port may linger briefly after the previous server let go of it.
@@ -172,6 +176,7 @@ class TestCluster {
     bo.add_listen = options_.add_listen;
     bo.add_port_max_connections = options_.add_port_max_connections;
     bo.add_port_hello_timeout = options_.add_port_hello_timeout;
+    bo.add_port_max_in_flight_bytes = options_.add_port_max_in_flight_bytes;
     bo.metadata = store_.get();
     ASSIGN_OR_RETURN(b.server, bookie::BookieServer::Start(bo));
     b.address = b.server->address();

@@ -12,11 +12,14 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <system_error>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "base/add_protocol.h"
 #include "base/fault_point.h"
 #include "base/frame_conn.h"
@@ -41,10 +44,46 @@ struct InFlight {
   std::atomic<int64_t> bytes{0};
 };
 
+}  // namespace
+
+// Request bytes of every connection handed to the storage and not
+// answered, and the connections waiting for that total to drop.
+struct AddBudget {
+  explicit AddBudget(int64_t limit) : limit(limit) {}
+
+  // Called by a connection that found the budget spent: it is woken (once)
+  // when the total drops below the limit.
+  void Wait(const std::shared_ptr<FrameConn>& conn) {
+    absl::MutexLock l(&mu);
+    waiting.insert_or_assign(conn.get(), conn);
+  }
+
+  void Release(int64_t bytes_released) {
+    const int64_t before = bytes.fetch_sub(bytes_released);
+    if (before < limit || before - bytes_released >= limit) return;
+    absl::flat_hash_map<const FrameConn*, std::weak_ptr<FrameConn>> woken;
+    {
+      absl::MutexLock l(&mu);
+      woken.swap(waiting);
+    }
+    for (auto& [raw, weak] : woken) {
+      if (std::shared_ptr<FrameConn> conn = weak.lock()) conn->Wake();
+    }
+  }
+
+  const int64_t limit;
+  std::atomic<int64_t> bytes{0};
+  absl::Mutex mu;
+  absl::flat_hash_map<const FrameConn*, std::weak_ptr<FrameConn>> waiting ABSL_GUARDED_BY(mu);
+};
+
+namespace {
+
 struct ServerCall {
   std::shared_ptr<FrameConn> conn;
   std::shared_ptr<InFlight> in_flight;
-  int64_t bytes = 0;      // counted in in_flight
+  std::shared_ptr<AddBudget> budget;
+  int64_t bytes = 0;      // counted in in_flight and budget
   std::string bookie_id;  // fault-point argument
   uint64_t id = 0;
   v1::AddRequest request;
@@ -75,6 +114,7 @@ void Finish(ServerCall* call, const grpc::Status& status) {
   if (before >= kMaxInFlightRequestBytes && before - call->bytes < kMaxInFlightRequestBytes) {
     call->conn->Wake();
   }
+  call->budget->Release(call->bytes);
   delete call;
 }
 
@@ -143,15 +183,17 @@ AddServer::AddServer(int listen_fd, int port, LocalAddFunction add, std::string 
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       add_(std::move(add)),
       bookie_id_(std::move(bookie_id)),
-      limits_(limits) {}
+      limits_(limits),
+      budget_(std::make_shared<AddBudget>(limits.max_in_flight_bytes)) {}
 
 absl::StatusOr<std::unique_ptr<AddServer>> AddServer::Start(const std::string& listen,
                                                             LocalAddFunction add,
                                                             std::string bookie_id,
                                                             AddServerLimits limits) {
-  if (limits.max_connections == 0 || limits.hello_timeout <= absl::ZeroDuration()) {
+  if (limits.max_connections == 0 || limits.hello_timeout <= absl::ZeroDuration() ||
+      limits.max_in_flight_bytes <= 0) {
     return absl::InvalidArgumentError(
-        "add port: max_connections and hello_timeout must be positive");
+        "add port: max_connections, hello_timeout and max_in_flight_bytes must be positive");
   }
   absl::StatusOr<std::pair<int, int>> bound = Listen(listen);
   if (!bound.ok()) return bound.status();
@@ -231,6 +273,13 @@ void AddServer::AcceptLoop() {
   }
 }
 
+bool AddServer::BudgetAllowsRead(const std::shared_ptr<FrameConn>& conn) {
+  if (budget_->bytes.load() < budget_->limit) return true;
+  budget_->Wait(conn);
+  // Again after registering: a release in between found nobody to wake.
+  return budget_->bytes.load() < budget_->limit;
+}
+
 void AddServer::Serve(std::shared_ptr<FrameConn> conn) {
   bool greeted = false;
   const absl::Time hello_deadline = absl::Now() + limits_.hello_timeout;
@@ -243,7 +292,8 @@ void AddServer::Serve(std::shared_ptr<FrameConn> conn) {
     // with the in-flight bound reached) while its peer keeps sending.
     const bool read = conn->queued_bytes() < kMaxQueuedReplyBytes &&
                       in_flight->bytes.load() < kMaxInFlightRequestBytes &&
-                      !(greeted && LEDGERKV_FAULT("bookie.add_port.stop_reading", bookie_id_));
+                      !(greeted && LEDGERKV_FAULT("bookie.add_port.stop_reading", bookie_id_)) &&
+                      BudgetAllowsRead(conn);
     absl::Duration wait = absl::Milliseconds(500);
     if (!greeted) wait = std::clamp(hello_deadline - absl::Now(), absl::ZeroDuration(), wait);
     absl::Status status = conn->Poll(wait, read, &frames);
@@ -263,8 +313,10 @@ void AddServer::Serve(std::shared_ptr<FrameConn> conn) {
       auto* call = new ServerCall;
       call->conn = conn;
       call->in_flight = in_flight;
+      call->budget = budget_;
       call->bytes = static_cast<int64_t>(f.body.size());
       in_flight->bytes.fetch_add(call->bytes);
+      budget_->bytes.fetch_add(call->bytes);
       call->id = f.id;
       if (FaultPoints::Get().AnyArmed()) call->bookie_id = bookie_id_;
       if (!call->request.ParseFromArray(f.body.data(), static_cast<int>(f.body.size()))) {

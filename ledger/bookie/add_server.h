@@ -26,12 +26,18 @@ class FrameConn;
 
 namespace ledgerkv::bookie {
 
+struct AddBudget;
+
 struct AddServerLimits {
   // Connections beyond this many are closed at once (each costs a thread
   // and two descriptors). Positive.
   size_t max_connections = 1024;
   // A connection that has not said hello by then is closed. Positive.
   absl::Duration hello_timeout = absl::Seconds(10);
+  // Request bytes handed to the storage and not yet answered, over all
+  // connections: while the total is at or above this, no connection reads
+  // (each also stops at 64 MiB of its own). Positive.
+  int64_t max_in_flight_bytes = int64_t{256} << 20;
 };
 
 class AddServer {
@@ -64,6 +70,9 @@ class AddServer {
   // Joins the threads of connections that ended and forgets them.
   void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Serve(std::shared_ptr<FrameConn> conn);
+  // Whether the server-wide request budget lets `conn` read now. If not,
+  // `conn` is woken when the budget frees up.
+  bool BudgetAllowsRead(const std::shared_ptr<FrameConn>& conn);
 
   const int listen_fd_;
   const int port_;
@@ -71,6 +80,8 @@ class AddServer {
   const LocalAddFunction add_;
   const std::string bookie_id_;
   const AddServerLimits limits_;
+  // Shared with the calls, whose replies may run after the server is gone.
+  const std::shared_ptr<AddBudget> budget_;
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

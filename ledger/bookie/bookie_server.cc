@@ -80,9 +80,11 @@ LocalAddFunction BookieServer::LocalAdd() {
 
 absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions options) {
   if (options.add_port_max_connections == 0 ||
-      options.add_port_hello_timeout <= absl::ZeroDuration()) {
+      options.add_port_hello_timeout <= absl::ZeroDuration() ||
+      options.add_port_max_in_flight_bytes <= 0) {
     return absl::InvalidArgumentError(
-        "BookieOptions: add_port_max_connections and add_port_hello_timeout must be positive");
+        "BookieOptions: add_port_max_connections, add_port_hello_timeout and "
+        "add_port_max_in_flight_bytes must be positive");
   }
   std::unique_ptr<BookieServer> s(new BookieServer(std::move(options)));
   StorageOptions so;
@@ -127,6 +129,7 @@ absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions 
     AddServerLimits limits;
     limits.max_connections = s->options_.add_port_max_connections;
     limits.hello_timeout = s->options_.add_port_hello_timeout;
+    limits.max_in_flight_bytes = s->options_.add_port_max_in_flight_bytes;
     ASSIGN_OR_RETURN(s->add_server_,
                      AddServer::Start(add_listen, std::move(add), s->bookie_id_, limits));
     s->service_->set_add_port(s->add_server_->port());

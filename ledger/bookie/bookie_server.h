@@ -60,10 +60,12 @@ struct BookieOptions {
   // of `listen`, a free port. "off": none (clients use the Add RPC).
   std::string add_listen;
   // Add port limits (AddServerLimits): connections served at once (more are
-  // closed, and their clients add over gRPC), and how long a connection may
-  // take to say hello. Both positive.
+  // closed, and their clients add over gRPC), how long a connection may
+  // take to say hello, and the request bytes all connections together may
+  // have with the storage. All positive.
   size_t add_port_max_connections = 1024;
   absl::Duration add_port_hello_timeout = absl::Seconds(10);
+  int64_t add_port_max_in_flight_bytes = int64_t{256} << 20;
   // Default: the bound address.
   std::string bookie_id;
   // false: relaxed mode without fdatasync on adds (see docs/bookie-format.md).
