@@ -35,6 +35,18 @@ using testing::PayloadFor;
 using testing::Quorums;
 using testing::TestCluster;
 
+// No explicit LAC writes (the bookies' LAC moves only with appends), and
+// the LAC read waits for every bookie rather than settling 500 ms after the
+// first answer: a loaded machine must not make a reader see an older LAC
+// than the one these tests check for.
+ClientOptions WithoutExplicitLacOrSpeculation() {
+  ClientOptions options;
+  options.rpc_timeout = absl::Seconds(10);
+  options.explicit_lac_delay = absl::InfiniteDuration();
+  options.speculative_read_timeout = absl::InfiniteDuration();
+  return options;
+}
+
 // An answer is noted when its round is decided, possibly long after it
 // arrived: it clears a slow mark only if the mark is older than the call it
 // answered, never one a later failure set. Zero hold: nothing is held;
@@ -63,7 +75,7 @@ TEST(SlowBookiesTest, AnAnswerClearsOnlyAMarkOlderThanTheCallItAnswered) {
 TEST(LedgerReadTest, L6_ReaderNeverSeesBeyondLacOrLastEntry) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
   // Without explicit LAC writes the bookies' LAC stays one entry behind.
-  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClientWithoutExplicitLac());
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(WithoutExplicitLacOrSpeculation()));
   LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
   for (int i = 0; i < 10; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
 
@@ -94,7 +106,7 @@ TEST(LedgerReadTest, TailingReaderWaitForLacWakesWhenTheWriterAppends) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
   // The LAC moves only with appends here (no explicit LAC writes), so the
   // first wait must time out.
-  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClientWithoutExplicitLac());
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(WithoutExplicitLacOrSpeculation()));
   LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
   LKV_ASSERT_OK(writer->Append(PayloadFor(0)));
   LKV_ASSERT_OK(writer->Append(PayloadFor(1)));

@@ -164,6 +164,17 @@ TEST(LedgerRecoveryTest, L8_LostFenceRequestDuringEnsembleChangeNeverTruncatesAc
     dropped->fetch_add(1);
     return true;
   });
+  // Once the writer has replaced the dying bookie, the others' fences may
+  // cover every write quorum without the deaf one, and recovery cancels its
+  // request, maybe before it arrived: their fence replies wait (on their
+  // journal threads, bounded) until the deaf bookie's request was lost.
+  FaultPoints::Get().Arm("bookie.fence.drop_reply", [deaf, dropped](std::string_view bookie) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (bookie != deaf && dropped->load() == 0 && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return false;
+  });
   cluster->StopBookie(cluster->IndexOf(dying));  // the writer starts an ensemble change
 
   LKV_ASSIGN_OR_FAIL(auto recoverer, cluster->NewClient(absl::Seconds(1)));
@@ -542,6 +553,20 @@ TEST(LedgerRecoveryTest, L2_RecoveryNamesNoReplacementThatReceivedNothing) {
                                              bookie == failing_spare;
                            if (drop) refused->fetch_add(1);
                            return drop;
+                         });
+  // The acking spare's copy gives the re-add its Qa, after which recovery
+  // waits only a short grace for the failing spare: its sync waits (on its
+  // journal thread, bounded) until the failing spare's add was refused, so
+  // that request is not cancelled before it arrives.
+  const std::string acking_dir = cluster->data_dir(cluster->IndexOf(acking_spare)) + "/";
+  FaultPoints::Get().Arm("bookie.journal.before_sync",
+                         [acking_dir, refused](std::string_view journal) {
+                           const absl::Time give_up = absl::Now() + absl::Seconds(10);
+                           while (journal.substr(0, acking_dir.size()) == acking_dir &&
+                                  refused->load() < 3 && absl::Now() < give_up) {
+                             absl::SleepFor(absl::Milliseconds(1));
+                           }
+                           return false;
                          });
 
   LKV_ASSIGN_OR_FAIL(auto other, cluster->NewClient());
