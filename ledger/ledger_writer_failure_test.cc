@@ -512,6 +512,14 @@ TEST(LedgerWriterFailureTest, L2_FailedEnsembleChangeStillAcknowledgesEntriesTha
   auto in_change = std::make_shared<Once>();
   auto release = std::make_shared<absl::Notification>();
   HoldEnsembleChanges(id, in_change, release);
+  // Replies the writer has taken in for entries 5..14 (one per bookie).
+  auto acks = std::make_shared<std::atomic<int>>(0);
+  FaultPoints::Get().Arm("ledger.writer.acked", [id, acks](std::string_view arg) {
+    for (int i = 5; i <= 14; ++i) {
+      if (arg == absl::StrCat(id, " ", i)) acks->fetch_add(1);
+    }
+    return false;
+  });
   const meta::v1::Segment segment = writer->metadata().segments(0);
   cluster->StopBookie(cluster->IndexOf(segment.bookies(2)));
   Results results;
@@ -528,10 +536,14 @@ TEST(LedgerWriterFailureTest, L2_FailedEnsembleChangeStillAcknowledgesEntriesTha
   WaitUntilDurable({cluster->address(cluster->IndexOf(segment.bookies(0))),
                     cluster->address(cluster->IndexOf(segment.bookies(1)))},
                    15);
-  // Entries 5..14 are on Qa bookies now (and their replies have had 200 ms
-  // to arrive), but the change's metadata CAS is still in flight: nothing
-  // more may be acknowledged yet (docs/ledger-protocol.md, BookKeeper issue
-  // 2614).
+  // And the writer has both live bookies' replies for each of them (a
+  // reply still on its way when the change fails would fail its entry).
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (acks->load() < 20 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_EQ(acks->load(), 20) << "the live bookies' replies did not all reach the writer";
+  // Entries 5..14 are on Qa bookies now and the writer knows it, but the
+  // change's metadata CAS is still in flight: nothing more may be
+  // acknowledged yet (docs/ledger-protocol.md, BookKeeper issue 2614).
   EXPECT_EQ(results.size(), acked_before_change)
       << "an add was acknowledged during the ensemble change";
   EXPECT_EQ(writer->lac(), lac_before_change);

@@ -25,6 +25,10 @@
 //                                  (fenced, no replacement, destroyed), with
 //                                  the writer's mutex held: the callback
 //                                  must not call the writer.
+// and, with the argument "<ledger id> <entry id>":
+//   ledger.writer.acked            hit (never fires) when a bookie's OK for
+//                                  an entry is counted toward its Qa, with
+//                                  the writer's mutex held;
 // and, without an argument:
 //   ledger.writer.add_channel_send hit before a registered call to a bookie's
 //                                  add port gets its id (on the thread that
