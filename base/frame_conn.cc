@@ -190,6 +190,7 @@ void FrameConn::FlushLocked() {
                              MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n > 0) {
       out_sent_ += static_cast<size_t>(n);
+      written_ += static_cast<uint64_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -231,6 +232,11 @@ size_t FrameConn::queued_bytes() const {
   return out_.size() - out_sent_;
 }
 
+uint64_t FrameConn::bytes_written() const {
+  absl::MutexLock l(&mu_);
+  return written_;
+}
+
 absl::Status FrameConn::Poll(absl::Duration timeout, bool read, std::vector<FrameView>* frames) {
   // Drop what the previous Poll returned (its views are now invalid).
   if (in_parsed_ > 0) {
@@ -242,7 +248,9 @@ absl::Status FrameConn::Poll(absl::Duration timeout, bool read, std::vector<Fram
   if (in_used_ == 0 && in_.size() > 4 * kReadChunk) {
     std::string().swap(in_);
   }
-  short events = read ? POLLIN : 0;
+  // Not reading, a peer that closed would go unnoticed (a FIN raises
+  // neither POLLERR nor POLLHUP): ask for POLLRDHUP then.
+  short events = read ? POLLIN : POLLRDHUP;
   {
     absl::MutexLock l(&mu_);
     if (!broken_.ok()) return broken_;
@@ -257,12 +265,13 @@ absl::Status FrameConn::Poll(absl::Duration timeout, bool read, std::vector<Fram
     (void)!::read(wake_fd_, &count, sizeof(count));
   }
   const short got = fds[0].revents;
-  if (got & (POLLOUT | POLLERR | POLLHUP)) {
+  if (got & (POLLOUT | POLLERR | POLLHUP | POLLRDHUP)) {
     absl::MutexLock l(&mu_);
     FlushLocked();
     // Not reading, the reset or hang-up would never be noticed and poll
-    // would return at once forever: break here.
-    if (!read && (got & (POLLERR | POLLHUP)) && broken_.ok()) {
+    // would return at once forever: break here. (The protocols on top never
+    // half-close: a peer that shut its side down is gone.)
+    if (!read && (got & (POLLERR | POLLHUP | POLLRDHUP)) && broken_.ok()) {
       BreakLocked(absl::UnavailableError("connection reset or closed by the peer"));
     }
     if (!broken_.ok()) return broken_;

@@ -83,6 +83,8 @@ class FrameConn {
 
   // Bytes queued by Send and not yet written to the socket.
   size_t queued_bytes() const;
+  // Bytes written to the socket so far (the peer's kernel took them).
+  uint64_t bytes_written() const;
 
   // Owner thread only, before the first Poll: a lower body limit for the
   // first frame received (a server allows only a hello-sized frame before
@@ -103,6 +105,7 @@ class FrameConn {
   mutable absl::Mutex mu_;
   std::string out_ ABSL_GUARDED_BY(mu_);
   size_t out_sent_ ABSL_GUARDED_BY(mu_) = 0;  // bytes of out_ already written
+  uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;  // bytes written over the connection's life
   absl::Status broken_ ABSL_GUARDED_BY(mu_);   // non-OK once closed or broken
 
   // Owner thread only.

@@ -287,6 +287,8 @@ void AddChannel::Loop() {
       conn_ = std::shared_ptr<FrameConn>(std::move(fresh));
       conn_answered_ = false;
       conn_heard_ = absl::Now();
+      conn_written_ = conn_->bytes_written();
+      conn_took_bytes_ = conn_heard_;
       for (uint64_t id : backlog) {
         auto it = pending_.find(id);
         if (it == pending_.end()) continue;
@@ -326,9 +328,16 @@ void AddChannel::Loop() {
     }
 
     mu_.Lock();
-    if (!frames.empty() && conn_ == conn) {
-      conn_answered_ = true;
-      conn_heard_ = absl::Now();
+    if (conn_ == conn) {
+      const absl::Time now = absl::Now();
+      if (!frames.empty()) {
+        conn_answered_ = true;
+        conn_heard_ = now;
+      }
+      if (const uint64_t written = conn->bytes_written(); written != conn_written_) {
+        conn_written_ = written;
+        conn_took_bytes_ = now;
+      }
     }
     std::vector<std::pair<uint64_t, Pending>> to_rpc;
     if (!polled.ok()) {
@@ -381,15 +390,19 @@ void AddChannel::Loop() {
       }
     }
     // A bookie that has stopped reading: an add timed out with no reply on
-    // this connection since it was sent, and requests still wait unsent.
-    // Their bytes would stay here until TCP gives up (minutes), whatever
-    // their deadlines; the calls still pending were sent later on the same
-    // silent connection. Close it: the memory goes now, those calls fail
+    // this connection since it was sent, requests still wait unsent, and
+    // the socket has taken none of their bytes for the last half of that
+    // add's wait (at most the last second; the thread looks every 100 ms).
+    // Those bytes would stay here until TCP gives up (minutes), whatever
+    // their deadlines, and the calls still pending are on the same silent
+    // connection. Close it: the memory goes now, those calls fail
     // UNAVAILABLE (may or may not be stored, as on any break), and the next
-    // add reconnects (docs/add-transport.md, "Outcomes").
+    // add reconnects (docs/add-transport.md, "Outcomes"). A bookie that is
+    // slow but reading keeps taking bytes and is left alone.
     size_t stuck = 0;
-    if (conn_ != nullptr && conn_ == conn && conn_heard_ < expired_sent &&
-        expired_sent != absl::InfiniteFuture()) {
+    if (conn_ != nullptr && conn_ == conn && expired_sent != absl::InfiniteFuture() &&
+        conn_heard_ <= expired_sent &&
+        now - conn_took_bytes_ >= std::min(absl::Seconds(1), (now - expired_sent) / 2)) {
       stuck = conn_->queued_bytes();
     }
     if (stuck > 0) {

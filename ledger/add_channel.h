@@ -142,6 +142,10 @@ class AddChannel {
   bool conn_answered_ ABSL_GUARDED_BY(mu_) = false;
   // When the current connection was made or last delivered a reply.
   absl::Time conn_heard_ ABSL_GUARDED_BY(mu_);
+  // The current connection's bytes_written() when the thread last looked,
+  // and when it last saw that grow (the socket taking request bytes).
+  uint64_t conn_written_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time conn_took_bytes_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

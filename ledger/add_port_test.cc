@@ -301,26 +301,31 @@ TEST(AddPortTest, CancelsOfEndedCallsLeaveNothingBehindAndEarlyCancelsStillWork)
 TEST(AddPortTest, AConnectionWhoseBookieStoppedReadingIsClosedWhenAnAddTimesOut) {
   ScopedFaultPoints faults;
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
-  AddChannel channel(cluster->address(0),
-                     grpc::CreateChannel(cluster->address(0), grpc::InsecureChannelCredentials()),
-                     absl::Seconds(10));
-  auto add = [&](const bookie::v1::AddRequest& request, bookie::v1::AddResponse* response,
-                 absl::Duration timeout, grpc::Status* status, absl::Notification* done) {
-    channel.Add(channel.NewCallId(), request, response, absl::Now() + timeout,
-                [status, done](const grpc::Status& s) {
-                  *status = s;
-                  done->Notify();
-                });
-  };
-  const bookie::v1::AddRequest empty;  // no entries: answered at once
-  {
+  struct Call {
+    bookie::v1::AddRequest request;  // empty: no entries, answered at once
     bookie::v1::AddResponse response;
     grpc::Status status;
     absl::Notification done;
-    add(empty, &response, absl::Seconds(10), &status, &done);
-    ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-    ASSERT_TRUE(status.ok()) << status.error_message();  // connected and answered
-  }
+  };
+  // 4 x 8 MiB: more than loopback's socket buffers take, so some of it
+  // waits in the channel. Junk checksums: refused if ever read whole.
+  constexpr int kCalls = 4;
+  Call hello, again;
+  std::vector<Call> calls(kCalls);
+  // Declared after the calls: its destructor ends what is still pending.
+  AddChannel channel(cluster->address(0),
+                     grpc::CreateChannel(cluster->address(0), grpc::InsecureChannelCredentials()),
+                     absl::Seconds(10));
+  auto add = [&](Call* call, absl::Duration timeout) {
+    channel.Add(channel.NewCallId(), call->request, &call->response, absl::Now() + timeout,
+                [call](const grpc::Status& s) {
+                  call->status = s;
+                  call->done.Notify();
+                });
+  };
+  add(&hello, absl::Seconds(10));
+  ASSERT_TRUE(hello.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(hello.status.ok()) << hello.status.error_message();  // connected and answered
   // The connection's thread decides whether to read before each wait
   // (every 500 ms at most): once it has asked, it reads nothing more.
   auto asked = std::make_shared<std::atomic<int>>(0);
@@ -332,45 +337,80 @@ TEST(AddPortTest, AConnectionWhoseBookieStoppedReadingIsClosedWhenAnAddTimesOut)
   while (asked->load() == 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
   ASSERT_GT(asked->load(), 0) << "the connection's thread never reached its read decision";
 
-  // 4 x 8 MiB: more than loopback's socket buffers take, so some of it
-  // waits in the channel. Never read, never stored: the payload is junk.
-  constexpr int kCalls = 4;
-  std::vector<bookie::v1::AddRequest> requests(kCalls);
-  std::vector<bookie::v1::AddResponse> responses(kCalls);
-  std::vector<grpc::Status> statuses(kCalls);
-  std::vector<absl::Notification> done(kCalls);
   for (int i = 0; i < kCalls; ++i) {
-    bookie::v1::Entry* e = requests[i].add_entries();
+    bookie::v1::Entry* e = calls[i].request.add_entries();
     e->set_ledger_id(1);
     e->set_entry_id(i);
     e->set_payload(std::string(size_t{8} << 20, 'x'));
     // The first times out after 1 s; the others would wait 60 s.
-    add(requests[i], &responses[i], i == 0 ? absl::Seconds(1) : absl::Seconds(60), &statuses[i],
-        &done[i]);
+    add(&calls[i], i == 0 ? absl::Seconds(1) : absl::Seconds(60));
   }
   ASSERT_GT(channel.queued_bytes_for_test(), 0u)
       << "every request fit in the socket buffers: the test proves nothing";
 
-  ASSERT_TRUE(done[0].WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_EQ(statuses[0].error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
-      << statuses[0].error_message();
+  ASSERT_TRUE(calls[0].done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(calls[0].status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+      << calls[0].status.error_message();
   for (int i = 1; i < kCalls; ++i) {
-    ASSERT_TRUE(done[i].WaitForNotificationWithTimeout(absl::Seconds(10)))
+    ASSERT_TRUE(calls[i].done.WaitForNotificationWithTimeout(absl::Seconds(10)))
         << "call " << i << " still waits for its own deadline on a connection nobody reads";
-    EXPECT_EQ(statuses[i].error_code(), grpc::StatusCode::UNAVAILABLE)
-        << statuses[i].error_message();
-    EXPECT_NE(statuses[i].error_message().find("stopped reading"), std::string::npos)
-        << statuses[i].error_message();
+    EXPECT_EQ(calls[i].status.error_code(), grpc::StatusCode::UNAVAILABLE)
+        << calls[i].status.error_message();
+    EXPECT_NE(calls[i].status.error_message().find("stopped reading"), std::string::npos)
+        << calls[i].status.error_message();
   }
-  EXPECT_EQ(channel.queued_bytes_for_test(), 0u) << "the unsent requests are still held";
 
   FaultPoints::Get().DisarmAll();  // the bookie comes back
-  bookie::v1::AddResponse response;
-  grpc::Status status;
-  absl::Notification again;
-  add(empty, &response, absl::Seconds(10), &status, &again);
-  ASSERT_TRUE(again.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_TRUE(status.ok()) << status.error_message();
+  add(&again, absl::Seconds(10));
+  ASSERT_TRUE(again.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_TRUE(again.status.ok()) << again.status.error_message();
+}
+
+// A bookie that is slow but still reading (its socket keeps taking the
+// bytes) is not taken for one that stopped: an add that times out there
+// ends alone, DEADLINE_EXCEEDED, and the connection and the other calls
+// stay.
+TEST(AddPortTest, ASlowBookieThatStillReadsKeepsItsConnectionWhenAnAddTimesOut) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
+  struct Call {
+    bookie::v1::AddRequest request;
+    bookie::v1::AddResponse response;
+    grpc::Status status;
+    absl::Notification done;
+  };
+  Call hello, slow, later;
+  AddChannel channel(cluster->address(0),
+                     grpc::CreateChannel(cluster->address(0), grpc::InsecureChannelCredentials()),
+                     absl::Seconds(10));
+  auto add = [&](Call* call, absl::Duration timeout) {
+    channel.Add(channel.NewCallId(), call->request, &call->response, absl::Now() + timeout,
+                [call](const grpc::Status& s) {
+                  call->status = s;
+                  call->done.Notify();
+                });
+  };
+  add(&hello, absl::Seconds(10));
+  ASSERT_TRUE(hello.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(hello.status.ok()) << hello.status.error_message();
+  // The bookie reads on but never answers (its replies are lost).
+  FaultPoints::Get().ArmAlways("bookie.add_port.drop_reply");
+  for (Call* call : {&slow, &later}) {
+    bookie::v1::Entry* e = call->request.add_entries();
+    e->set_ledger_id(1);
+    e->set_entry_id(call == &slow ? 0 : 1);
+    e->set_lac(-1);
+    e->set_payload("p");
+    e->set_checksum(EntryChecksum(e->ledger_id(), e->entry_id(), e->lac(), e->payload()));
+  }
+  add(&slow, absl::Seconds(1));
+  add(&later, absl::Seconds(60));
+  ASSERT_TRUE(slow.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(slow.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+      << slow.status.error_message();
+  absl::SleepFor(absl::Milliseconds(300));  // a close would have failed it by now
+  EXPECT_FALSE(later.done.HasBeenNotified())
+      << "a connection the bookie reads was closed: " << later.status.error_message();
 }
 
 // A raw TCP connection to 127.0.0.1:port, or -1.
@@ -591,13 +631,18 @@ TEST(AddPortTest, AddPortLimitsMustBePositive) {
 
 // The bookie's memory for requests it has read and not yet answered is
 // bounded across connections, not only per connection: with the journal
-// stalled, two connections with 16 MiB each to send get only about the
-// budget (plus one read each) into the bookie; the rest waits in their
-// sockets, and everything is stored once the journal moves again.
+// stalled and a 1 MiB budget spent by a first writer's connection, a
+// second connection gets none of its requests into the bookie (its own
+// per-connection bound would let it have 64 MiB); the rest waits in the
+// sockets, and everything is stored once the journal moves again. A writer
+// that connects meanwhile is still greeted (a hello left unread past the
+// hello timeout would send its adds over the RPC, which has no budget).
 TEST(AddPortTest, RequestsWithTheStorageAreBoundedAcrossConnections) {
   ScopedFaultPoints faults;
-  LKV_ASSIGN_OR_FAIL(auto cluster,
-                     TestCluster::Start({.bookies = 1, .add_port_max_in_flight_bytes = 1 << 20}));
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1,
+                                                        .add_port_hello_timeout =
+                                                            absl::Milliseconds(300),
+                                                        .add_port_max_in_flight_bytes = 1 << 20}));
   constexpr int kChannels = 2, kCalls = 8;
   struct Call {
     bookie::v1::AddRequest request;
@@ -606,7 +651,10 @@ TEST(AddPortTest, RequestsWithTheStorageAreBoundedAcrossConnections) {
     absl::Notification done;
   };
   // Outlive the channels, which end what is pending when destroyed.
-  std::vector<std::unique_ptr<Call>> calls;
+  Call newcomer;
+  std::vector<Call> hellos(kChannels);
+  std::vector<std::vector<Call>> calls(kChannels);
+  for (auto& c : calls) c = std::vector<Call>(kCalls);
   std::vector<std::unique_ptr<AddChannel>> channels;  // one connection each
   for (int c = 0; c < kChannels; ++c) {
     channels.push_back(std::make_unique<AddChannel>(
@@ -621,13 +669,14 @@ TEST(AddPortTest, RequestsWithTheStorageAreBoundedAcrossConnections) {
                   call->done.Notify();
                 });
   };
-  for (auto& channel : channels) {  // connected and greeted
-    Call hello;
-    add(*channel, &hello);
-    ASSERT_TRUE(hello.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-    ASSERT_TRUE(hello.status.ok()) << hello.status.error_message();
+  for (int c = 0; c < kChannels; ++c) {  // connected and greeted
+    add(*channels[c], &hellos[c]);
+    ASSERT_TRUE(hellos[c].done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    ASSERT_TRUE(hellos[c].status.ok()) << hellos[c].status.error_message();
   }
-  const uint64_t before = BookieInfo(cluster->address(0)).add_port_requests();
+  auto taken = [&, before = BookieInfo(cluster->address(0)).add_port_requests()] {
+    return BookieInfo(cluster->address(0)).add_port_requests() - before;
+  };
 
   // The journal thread holds its first batch before the sync.
   auto release = std::make_shared<absl::Notification>();
@@ -642,41 +691,98 @@ TEST(AddPortTest, RequestsWithTheStorageAreBoundedAcrossConnections) {
     if (!release->HasBeenNotified()) release->Notify();
   };
   // 2 MiB each: one read of a connection (at most 8 MiB) takes at most 4.
-  for (int c = 0; c < kChannels; ++c) {
+  auto send_all = [&](int c) {
     for (int i = 0; i < kCalls; ++i) {
-      auto call = std::make_unique<Call>();
-      bookie::v1::Entry* e = call->request.add_entries();
+      bookie::v1::Entry* e = calls[c][i].request.add_entries();
       e->set_ledger_id(100 + c);
       e->set_entry_id(i);
       e->set_lac(-1);
       e->set_payload(std::string(size_t{2} << 20, static_cast<char>('a' + i)));
       e->set_checksum(EntryChecksum(e->ledger_id(), e->entry_id(), e->lac(), e->payload()));
-      add(*channels[c], call.get());
-      calls.push_back(std::move(call));
+      add(*channels[c], &calls[c][i]);
     }
-  }
+  };
+  send_all(0);
   const absl::Time until = absl::Now() + absl::Seconds(10);
   while (!held->load() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
   ASSERT_TRUE(held->load()) << "no batch reached the journal";
-  // Whatever the timing, the bookie reads no more than the budget allows.
+  // Whatever the timing, the first connection reads no more once its
+  // requests spend the budget (one read: at most 4 of them).
   absl::SleepFor(absl::Milliseconds(500));
-  const uint64_t taken = BookieInfo(cluster->address(0)).add_port_requests() - before;
-  EXPECT_GE(taken, 1u);
-  // 1 MiB of budget is spent by the first request; each connection may
-  // have read up to 4 requests (8 MiB) at the moment it last checked.
-  EXPECT_LE(taken, 2u * 4) << "the bookie took in requests beyond its budget";
-  EXPECT_LT(taken, static_cast<uint64_t>(kChannels * kCalls));
-  for (const auto& call : calls) EXPECT_FALSE(call->done.HasBeenNotified());
+  const uint64_t first = taken();
+  EXPECT_GE(first, 1u);
+  EXPECT_LE(first, 4u) << "the bookie took in requests beyond its budget";
+
+  send_all(1);
+  absl::SleepFor(absl::Milliseconds(500));  // time enough to read 16 MiB on loopback
+  EXPECT_EQ(taken(), first) << "a second connection read although the budget was spent";
+  for (const auto& c : calls) {
+    for (const Call& call : c) EXPECT_FALSE(call.done.HasBeenNotified());
+  }
+  // A third writer connects during the stall and waits past the hello
+  // timeout: its hello is read, its add waits for the budget like the rest.
+  AddChannel third(cluster->address(0),
+                   grpc::CreateChannel(cluster->address(0), grpc::InsecureChannelCredentials()),
+                   absl::Seconds(10));
+  {
+    bookie::v1::Entry* e = newcomer.request.add_entries();
+    e->set_ledger_id(200);
+    e->set_entry_id(0);
+    e->set_lac(-1);
+    // Too large to come in with the hello (before it, the bookie reads at
+    // most 80 bytes).
+    e->set_payload(std::string(4096, 'n'));
+    e->set_checksum(EntryChecksum(e->ledger_id(), e->entry_id(), e->lac(), e->payload()));
+  }
+  add(third, &newcomer);
+  absl::SleepFor(absl::Milliseconds(800));
+  EXPECT_EQ(taken(), first);
 
   release->Notify();
-  for (const auto& call : calls) {
-    ASSERT_TRUE(call->done.WaitForNotificationWithTimeout(absl::Seconds(30)));
-    ASSERT_TRUE(call->status.ok()) << call->status.error_message();
-    ASSERT_EQ(call->response.results_size(), 1);
-    EXPECT_EQ(call->response.results(0).code(), bookie::v1::OK);
+  for (auto& c : calls) {
+    for (Call& call : c) {
+      ASSERT_TRUE(call.done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+      ASSERT_TRUE(call.status.ok()) << call.status.error_message();
+      ASSERT_EQ(call.response.results_size(), 1);
+      EXPECT_EQ(call.response.results(0).code(), bookie::v1::OK);
+    }
   }
-  EXPECT_EQ(BookieInfo(cluster->address(0)).add_port_requests() - before,
-            static_cast<uint64_t>(kChannels * kCalls));
+  ASSERT_TRUE(newcomer.done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_TRUE(newcomer.status.ok()) << newcomer.status.error_message();
+  EXPECT_EQ(newcomer.response.results(0).code(), bookie::v1::OK);
+  EXPECT_EQ(taken(), static_cast<uint64_t>(kChannels * kCalls + 1))
+      << "the newcomer's add did not come through the add port";
+}
+
+// A connection the bookie is not reading (here: a fault point; in life the
+// budget above, or a peer that does not read its replies) still notices
+// its peer leaving, and its thread ends at once instead of waiting until
+// the bookie would read again.
+TEST(AddPortTest, APeerLeavingAConnectionTheBookieIsNotReadingEndsItsThread) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
+  const int port = static_cast<int>(BookieInfo(cluster->address(0)).add_port());
+  ASSERT_NE(port, 0);
+  const int fd = Dial(port);
+  ASSERT_GE(fd, 0);
+  const std::string hello = RawHello();
+  ASSERT_EQ(::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(hello.size()));
+  // The fault point is asked before each wait of a greeted connection: at
+  // least every 500 ms while that connection's thread lives.
+  auto asked = std::make_shared<std::atomic<int>>(0);
+  FaultPoints::Get().Arm("bookie.add_port.stop_reading", [asked](std::string_view) {
+    asked->fetch_add(1);
+    return true;
+  });
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (asked->load() == 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_GT(asked->load(), 0) << "the connection was never greeted";
+  ::close(fd);
+  absl::SleepFor(absl::Milliseconds(1000));
+  const int after_close = asked->load();
+  absl::SleepFor(absl::Milliseconds(1200));  // two more waits, had the thread lived on
+  EXPECT_EQ(asked->load(), after_close) << "the connection's thread lives on after its peer left";
 }
 
 }  // namespace

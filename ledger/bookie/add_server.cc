@@ -289,11 +289,13 @@ void AddServer::Serve(std::shared_ptr<FrameConn> conn) {
   for (;;) {
     frames.clear();
     // Tests: a bookie that has stopped reading (hung, or its disk stalled
-    // with the in-flight bound reached) while its peer keeps sending.
+    // with the in-flight bound reached) while its peer keeps sending. The
+    // hello is always read (at most 80 bytes, no request): a client whose
+    // hello went unanswered would take the bookie for one that refuses it.
     const bool read = conn->queued_bytes() < kMaxQueuedReplyBytes &&
                       in_flight->bytes.load() < kMaxInFlightRequestBytes &&
-                      !(greeted && LEDGERKV_FAULT("bookie.add_port.stop_reading", bookie_id_)) &&
-                      BudgetAllowsRead(conn);
+                      (!greeted || (!LEDGERKV_FAULT("bookie.add_port.stop_reading", bookie_id_) &&
+                                    BudgetAllowsRead(conn)));
     absl::Duration wait = absl::Milliseconds(500);
     if (!greeted) wait = std::clamp(hello_deadline - absl::Now(), absl::ZeroDuration(), wait);
     absl::Status status = conn->Poll(wait, read, &frames);
