@@ -547,7 +547,7 @@ TEST(LedgerRecoveryTest, L2_RecoveryNamesNoReplacementThatReceivedNothing) {
   const std::string failing_spare = spares[0], acking_spare = spares[1];
   auto refused = std::make_shared<std::atomic<int>>(0);
   FaultPoints::Get().Arm("bookie.add.drop_request",
-                         [&segment, failing_spare, refused](std::string_view bookie) {
+                         [segment, failing_spare, refused](std::string_view bookie) {
                            const bool drop = bookie == segment.bookies(1) ||
                                              bookie == segment.bookies(2) ||
                                              bookie == failing_spare;

@@ -104,7 +104,15 @@ TEST_F(SnapshotTest, SnapshotIsExactlyTheStateAtTheRocksdbSnapshotWhileWritesGoO
   SnapshotSource source;
   source.db = db.get();
   source.snapshot = at;
-  source.read_point = [&](const rocksdb::ReadOptions& read) { return ReadPoint(db.get(), read); };
+  source.read_point = [&](const rocksdb::ReadOptions& read) {
+    // The snapshot is being taken: let the writer land a batch first, so
+    // that writes provably go on meanwhile even if a loaded machine would
+    // not schedule it during the (short) write of the snapshot.
+    const int64_t seen = batches.load();
+    const absl::Time until = absl::Now() + absl::Seconds(10);
+    while (batches.load() == seen && absl::Now() < until) absl::SleepFor(absl::Milliseconds(1));
+    return ReadPoint(db.get(), read);
+  };
   const int64_t before = batches.load();
   auto info = store_->TakeSnapshot(kRange, source);
   const int64_t during = batches.load() - before;
