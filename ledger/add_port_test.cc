@@ -292,6 +292,49 @@ TEST(AddPortTest, CancelsOfEndedCallsLeaveNothingBehindAndEarlyCancelsStillWork)
   EXPECT_EQ(channel.cancel_marks_for_test(), 0u);
 }
 
+// One add over an AddChannel and its outcome. The request is empty (no
+// entries: answered at once) unless an entry is put in.
+struct ChannelCall {
+  bookie::v1::AddRequest request;
+  bookie::v1::AddResponse response;
+  grpc::Status status;
+  absl::Notification done;
+
+  // Puts in one entry with a valid checksum.
+  void SetEntry(uint64_t ledger_id, int64_t entry_id, std::string payload) {
+    bookie::v1::Entry* e = request.add_entries();
+    e->set_ledger_id(ledger_id);
+    e->set_entry_id(entry_id);
+    e->set_lac(-1);
+    e->set_payload(std::move(payload));
+    e->set_checksum(EntryChecksum(ledger_id, entry_id, -1, e->payload()));
+  }
+};
+
+// A channel (its own connection) to bookie 0. Calls made on it must be
+// declared before it: its destructor ends what is still pending.
+std::unique_ptr<AddChannel> NewAddChannel(TestCluster& cluster) {
+  return std::make_unique<AddChannel>(
+      cluster.address(0),
+      grpc::CreateChannel(cluster.address(0), grpc::InsecureChannelCredentials()),
+      absl::Seconds(10));
+}
+
+void AddOn(AddChannel& channel, ChannelCall* call, absl::Duration timeout) {
+  channel.Add(channel.NewCallId(), call->request, &call->response, absl::Now() + timeout,
+              [call](const grpc::Status& s) {
+                call->status = s;
+                call->done.Notify();
+              });
+}
+
+// Connects `channel` (an empty add, answered at once).
+void Greet(AddChannel& channel, ChannelCall* call) {
+  AddOn(channel, call, absl::Seconds(10));
+  ASSERT_TRUE(call->done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(call->status.ok()) << call->status.error_message();
+}
+
 // A bookie that stops reading its add port connection (hung, or its disk
 // stalled with its in-flight bound reached) while the client has more to
 // send: once an add times out with no reply on that connection since it was
@@ -301,31 +344,13 @@ TEST(AddPortTest, CancelsOfEndedCallsLeaveNothingBehindAndEarlyCancelsStillWork)
 TEST(AddPortTest, AConnectionWhoseBookieStoppedReadingIsClosedWhenAnAddTimesOut) {
   ScopedFaultPoints faults;
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
-  struct Call {
-    bookie::v1::AddRequest request;  // empty: no entries, answered at once
-    bookie::v1::AddResponse response;
-    grpc::Status status;
-    absl::Notification done;
-  };
   // 4 x 8 MiB: more than loopback's socket buffers take, so some of it
   // waits in the channel. Junk checksums: refused if ever read whole.
   constexpr int kCalls = 4;
-  Call hello, again;
-  std::vector<Call> calls(kCalls);
-  // Declared after the calls: its destructor ends what is still pending.
-  AddChannel channel(cluster->address(0),
-                     grpc::CreateChannel(cluster->address(0), grpc::InsecureChannelCredentials()),
-                     absl::Seconds(10));
-  auto add = [&](Call* call, absl::Duration timeout) {
-    channel.Add(channel.NewCallId(), call->request, &call->response, absl::Now() + timeout,
-                [call](const grpc::Status& s) {
-                  call->status = s;
-                  call->done.Notify();
-                });
-  };
-  add(&hello, absl::Seconds(10));
-  ASSERT_TRUE(hello.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  ASSERT_TRUE(hello.status.ok()) << hello.status.error_message();  // connected and answered
+  ChannelCall hello, again;
+  std::vector<ChannelCall> calls(kCalls);
+  const std::unique_ptr<AddChannel> channel = NewAddChannel(*cluster);
+  ASSERT_NO_FATAL_FAILURE(Greet(*channel, &hello));
   // The connection's thread decides whether to read before each wait
   // (every 500 ms at most): once it has asked, it reads nothing more.
   auto asked = std::make_shared<std::atomic<int>>(0);
@@ -343,9 +368,9 @@ TEST(AddPortTest, AConnectionWhoseBookieStoppedReadingIsClosedWhenAnAddTimesOut)
     e->set_entry_id(i);
     e->set_payload(std::string(size_t{8} << 20, 'x'));
     // The first times out after 1 s; the others would wait 60 s.
-    add(&calls[i], i == 0 ? absl::Seconds(1) : absl::Seconds(60));
+    AddOn(*channel, &calls[i], i == 0 ? absl::Seconds(1) : absl::Seconds(60));
   }
-  ASSERT_GT(channel.queued_bytes_for_test(), 0u)
+  ASSERT_GT(channel->queued_bytes_for_test(), 0u)
       << "every request fit in the socket buffers: the test proves nothing";
 
   ASSERT_TRUE(calls[0].done.WaitForNotificationWithTimeout(absl::Seconds(10)));
@@ -361,9 +386,35 @@ TEST(AddPortTest, AConnectionWhoseBookieStoppedReadingIsClosedWhenAnAddTimesOut)
   }
 
   FaultPoints::Get().DisarmAll();  // the bookie comes back
-  add(&again, absl::Seconds(10));
+  AddOn(*channel, &again, absl::Seconds(10));
   ASSERT_TRUE(again.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_TRUE(again.status.ok()) << again.status.error_message();
+}
+
+// The same when the adds wait for the connection and leave as it opens
+// (their send time is the connection's): a bookie that greets and then
+// reads nothing more is still found out when the first of them times out.
+TEST(AddPortTest, AddsSentAsTheConnectionOpensAlsoFindABookieThatStoppedReading) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
+  constexpr int kCalls = 4;
+  std::vector<ChannelCall> calls(kCalls);
+  // Greeted connections read nothing (the hello is read before this is asked).
+  FaultPoints::Get().ArmAlways("bookie.add_port.stop_reading");
+  const std::unique_ptr<AddChannel> channel = NewAddChannel(*cluster);
+  for (int i = 0; i < kCalls; ++i) {
+    calls[i].SetEntry(1, i, std::string(size_t{8} << 20, 'x'));
+    AddOn(*channel, &calls[i], i == 0 ? absl::Seconds(2) : absl::Seconds(60));
+  }
+  ASSERT_TRUE(calls[0].done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(calls[0].status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+      << calls[0].status.error_message();
+  for (int i = 1; i < kCalls; ++i) {
+    ASSERT_TRUE(calls[i].done.WaitForNotificationWithTimeout(absl::Seconds(10)))
+        << "call " << i << " still waits for its own deadline on a connection nobody reads";
+    EXPECT_EQ(calls[i].status.error_code(), grpc::StatusCode::UNAVAILABLE)
+        << calls[i].status.error_message();
+  }
 }
 
 // A bookie that is slow but still reading (its socket keeps taking the
@@ -373,38 +424,15 @@ TEST(AddPortTest, AConnectionWhoseBookieStoppedReadingIsClosedWhenAnAddTimesOut)
 TEST(AddPortTest, ASlowBookieThatStillReadsKeepsItsConnectionWhenAnAddTimesOut) {
   ScopedFaultPoints faults;
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
-  struct Call {
-    bookie::v1::AddRequest request;
-    bookie::v1::AddResponse response;
-    grpc::Status status;
-    absl::Notification done;
-  };
-  Call hello, slow, later;
-  AddChannel channel(cluster->address(0),
-                     grpc::CreateChannel(cluster->address(0), grpc::InsecureChannelCredentials()),
-                     absl::Seconds(10));
-  auto add = [&](Call* call, absl::Duration timeout) {
-    channel.Add(channel.NewCallId(), call->request, &call->response, absl::Now() + timeout,
-                [call](const grpc::Status& s) {
-                  call->status = s;
-                  call->done.Notify();
-                });
-  };
-  add(&hello, absl::Seconds(10));
-  ASSERT_TRUE(hello.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  ASSERT_TRUE(hello.status.ok()) << hello.status.error_message();
+  ChannelCall hello, slow, later;
+  const std::unique_ptr<AddChannel> channel = NewAddChannel(*cluster);
+  ASSERT_NO_FATAL_FAILURE(Greet(*channel, &hello));
   // The bookie reads on but never answers (its replies are lost).
   FaultPoints::Get().ArmAlways("bookie.add_port.drop_reply");
-  for (Call* call : {&slow, &later}) {
-    bookie::v1::Entry* e = call->request.add_entries();
-    e->set_ledger_id(1);
-    e->set_entry_id(call == &slow ? 0 : 1);
-    e->set_lac(-1);
-    e->set_payload("p");
-    e->set_checksum(EntryChecksum(e->ledger_id(), e->entry_id(), e->lac(), e->payload()));
-  }
-  add(&slow, absl::Seconds(1));
-  add(&later, absl::Seconds(60));
+  slow.SetEntry(1, 0, "p");
+  later.SetEntry(1, 1, "p");
+  AddOn(*channel, &slow, absl::Seconds(1));
+  AddOn(*channel, &later, absl::Seconds(60));
   ASSERT_TRUE(slow.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_EQ(slow.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
       << slow.status.error_message();
@@ -644,35 +672,15 @@ TEST(AddPortTest, RequestsWithTheStorageAreBoundedAcrossConnections) {
                                                             absl::Milliseconds(300),
                                                         .add_port_max_in_flight_bytes = 1 << 20}));
   constexpr int kChannels = 2, kCalls = 8;
-  struct Call {
-    bookie::v1::AddRequest request;
-    bookie::v1::AddResponse response;
-    grpc::Status status;
-    absl::Notification done;
-  };
   // Outlive the channels, which end what is pending when destroyed.
-  Call newcomer;
-  std::vector<Call> hellos(kChannels);
-  std::vector<std::vector<Call>> calls(kChannels);
-  for (auto& c : calls) c = std::vector<Call>(kCalls);
+  ChannelCall newcomer;
+  std::vector<ChannelCall> hellos(kChannels);
+  std::vector<std::vector<ChannelCall>> calls(kChannels);
+  for (auto& c : calls) c = std::vector<ChannelCall>(kCalls);
   std::vector<std::unique_ptr<AddChannel>> channels;  // one connection each
   for (int c = 0; c < kChannels; ++c) {
-    channels.push_back(std::make_unique<AddChannel>(
-        cluster->address(0),
-        grpc::CreateChannel(cluster->address(0), grpc::InsecureChannelCredentials()),
-        absl::Seconds(10)));
-  }
-  auto add = [](AddChannel& channel, Call* call) {
-    channel.Add(channel.NewCallId(), call->request, &call->response,
-                absl::Now() + absl::Seconds(60), [call](const grpc::Status& s) {
-                  call->status = s;
-                  call->done.Notify();
-                });
-  };
-  for (int c = 0; c < kChannels; ++c) {  // connected and greeted
-    add(*channels[c], &hellos[c]);
-    ASSERT_TRUE(hellos[c].done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-    ASSERT_TRUE(hellos[c].status.ok()) << hellos[c].status.error_message();
+    channels.push_back(NewAddChannel(*cluster));
+    ASSERT_NO_FATAL_FAILURE(Greet(*channels[c], &hellos[c]));
   }
   auto taken = [&, before = BookieInfo(cluster->address(0)).add_port_requests()] {
     return BookieInfo(cluster->address(0)).add_port_requests() - before;
@@ -693,13 +701,8 @@ TEST(AddPortTest, RequestsWithTheStorageAreBoundedAcrossConnections) {
   // 2 MiB each: one read of a connection (at most 8 MiB) takes at most 4.
   auto send_all = [&](int c) {
     for (int i = 0; i < kCalls; ++i) {
-      bookie::v1::Entry* e = calls[c][i].request.add_entries();
-      e->set_ledger_id(100 + c);
-      e->set_entry_id(i);
-      e->set_lac(-1);
-      e->set_payload(std::string(size_t{2} << 20, static_cast<char>('a' + i)));
-      e->set_checksum(EntryChecksum(e->ledger_id(), e->entry_id(), e->lac(), e->payload()));
-      add(*channels[c], &calls[c][i]);
+      calls[c][i].SetEntry(100 + c, i, std::string(size_t{2} << 20, static_cast<char>('a' + i)));
+      AddOn(*channels[c], &calls[c][i], absl::Seconds(60));
     }
   };
   send_all(0);
@@ -717,30 +720,21 @@ TEST(AddPortTest, RequestsWithTheStorageAreBoundedAcrossConnections) {
   absl::SleepFor(absl::Milliseconds(500));  // time enough to read 16 MiB on loopback
   EXPECT_EQ(taken(), first) << "a second connection read although the budget was spent";
   for (const auto& c : calls) {
-    for (const Call& call : c) EXPECT_FALSE(call.done.HasBeenNotified());
+    for (const ChannelCall& call : c) EXPECT_FALSE(call.done.HasBeenNotified());
   }
   // A third writer connects during the stall and waits past the hello
   // timeout: its hello is read, its add waits for the budget like the rest.
-  AddChannel third(cluster->address(0),
-                   grpc::CreateChannel(cluster->address(0), grpc::InsecureChannelCredentials()),
-                   absl::Seconds(10));
-  {
-    bookie::v1::Entry* e = newcomer.request.add_entries();
-    e->set_ledger_id(200);
-    e->set_entry_id(0);
-    e->set_lac(-1);
-    // Too large to come in with the hello (before it, the bookie reads at
-    // most 80 bytes).
-    e->set_payload(std::string(4096, 'n'));
-    e->set_checksum(EntryChecksum(e->ledger_id(), e->entry_id(), e->lac(), e->payload()));
-  }
-  add(third, &newcomer);
+  const std::unique_ptr<AddChannel> third = NewAddChannel(*cluster);
+  // Too large to come in with the hello (before it, the bookie reads at
+  // most 80 bytes).
+  newcomer.SetEntry(200, 0, std::string(4096, 'n'));
+  AddOn(*third, &newcomer, absl::Seconds(60));
   absl::SleepFor(absl::Milliseconds(800));
   EXPECT_EQ(taken(), first);
 
   release->Notify();
   for (auto& c : calls) {
-    for (Call& call : c) {
+    for (ChannelCall& call : c) {
       ASSERT_TRUE(call.done.WaitForNotificationWithTimeout(absl::Seconds(30)));
       ASSERT_TRUE(call.status.ok()) << call.status.error_message();
       ASSERT_EQ(call.response.results_size(), 1);
