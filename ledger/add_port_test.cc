@@ -335,6 +335,48 @@ void Greet(AddChannel& channel, ChannelCall* call) {
   ASSERT_TRUE(call->status.ok()) << call->status.error_message();
 }
 
+// Arms bookie.add_port.stop_reading, counting how often greeted
+// connections ask it, and waits (at most 10 s) until one has asked: from
+// then on that connection reads nothing.
+std::shared_ptr<std::atomic<int>> StopReadingOnceAsked() {
+  auto asked = std::make_shared<std::atomic<int>>(0);
+  FaultPoints::Get().Arm("bookie.add_port.stop_reading", [asked](std::string_view) {
+    asked->fetch_add(1);
+    return true;
+  });
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (asked->load() == 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  return asked;
+}
+
+// Sends an 8 MiB add on each of `calls` (together more than loopback's
+// socket buffers take): the first times out after `first_timeout`, the
+// others would wait 60 s.
+void SendLargeAdds(AddChannel& channel, std::vector<ChannelCall>* calls,
+                   absl::Duration first_timeout) {
+  for (size_t i = 0; i < calls->size(); ++i) {
+    (*calls)[i].SetEntry(1, static_cast<int64_t>(i), std::string(size_t{8} << 20, 'x'));
+    AddOn(channel, &(*calls)[i], i == 0 ? first_timeout : absl::Seconds(60));
+  }
+}
+
+// What a connection found to have stopped reading does to the calls of
+// SendLargeAdds: the first ends DEADLINE_EXCEEDED, and the rest end at
+// once after it, UNAVAILABLE ("stopped reading"), not at their deadlines.
+void ExpectTheFirstTimesOutAndTheRestFailAtOnce(std::vector<ChannelCall>& calls) {
+  ASSERT_TRUE(calls[0].done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(calls[0].status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+      << calls[0].status.error_message();
+  for (size_t i = 1; i < calls.size(); ++i) {
+    ASSERT_TRUE(calls[i].done.WaitForNotificationWithTimeout(absl::Seconds(10)))
+        << "call " << i << " still waits for its own deadline on a connection nobody reads";
+    EXPECT_EQ(calls[i].status.error_code(), grpc::StatusCode::UNAVAILABLE)
+        << calls[i].status.error_message();
+    EXPECT_NE(calls[i].status.error_message().find("stopped reading"), std::string::npos)
+        << calls[i].status.error_message();
+  }
+}
+
 // A bookie that stops reading its add port connection (hung, or its disk
 // stalled with its in-flight bound reached) while the client has more to
 // send: once an add times out with no reply on that connection since it was
@@ -344,8 +386,6 @@ void Greet(AddChannel& channel, ChannelCall* call) {
 TEST(AddPortTest, AConnectionWhoseBookieStoppedReadingIsClosedWhenAnAddTimesOut) {
   ScopedFaultPoints faults;
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
-  // 4 x 8 MiB: more than loopback's socket buffers take, so some of it
-  // waits in the channel. Junk checksums: refused if ever read whole.
   constexpr int kCalls = 4;
   ChannelCall hello, again;
   std::vector<ChannelCall> calls(kCalls);
@@ -353,37 +393,14 @@ TEST(AddPortTest, AConnectionWhoseBookieStoppedReadingIsClosedWhenAnAddTimesOut)
   ASSERT_NO_FATAL_FAILURE(Greet(*channel, &hello));
   // The connection's thread decides whether to read before each wait
   // (every 500 ms at most): once it has asked, it reads nothing more.
-  auto asked = std::make_shared<std::atomic<int>>(0);
-  FaultPoints::Get().Arm("bookie.add_port.stop_reading", [asked](std::string_view) {
-    asked->fetch_add(1);
-    return true;
-  });
-  const absl::Time until = absl::Now() + absl::Seconds(10);
-  while (asked->load() == 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  const std::shared_ptr<std::atomic<int>> asked = StopReadingOnceAsked();
   ASSERT_GT(asked->load(), 0) << "the connection's thread never reached its read decision";
 
-  for (int i = 0; i < kCalls; ++i) {
-    bookie::v1::Entry* e = calls[i].request.add_entries();
-    e->set_ledger_id(1);
-    e->set_entry_id(i);
-    e->set_payload(std::string(size_t{8} << 20, 'x'));
-    // The first times out after 1 s; the others would wait 60 s.
-    AddOn(*channel, &calls[i], i == 0 ? absl::Seconds(1) : absl::Seconds(60));
-  }
+  SendLargeAdds(*channel, &calls, absl::Seconds(1));
   ASSERT_GT(channel->queued_bytes_for_test(), 0u)
       << "every request fit in the socket buffers: the test proves nothing";
 
-  ASSERT_TRUE(calls[0].done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_EQ(calls[0].status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
-      << calls[0].status.error_message();
-  for (int i = 1; i < kCalls; ++i) {
-    ASSERT_TRUE(calls[i].done.WaitForNotificationWithTimeout(absl::Seconds(10)))
-        << "call " << i << " still waits for its own deadline on a connection nobody reads";
-    EXPECT_EQ(calls[i].status.error_code(), grpc::StatusCode::UNAVAILABLE)
-        << calls[i].status.error_message();
-    EXPECT_NE(calls[i].status.error_message().find("stopped reading"), std::string::npos)
-        << calls[i].status.error_message();
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectTheFirstTimesOutAndTheRestFailAtOnce(calls));
 
   FaultPoints::Get().DisarmAll();  // the bookie comes back
   AddOn(*channel, &again, absl::Seconds(10));
@@ -402,19 +419,8 @@ TEST(AddPortTest, AddsSentAsTheConnectionOpensAlsoFindABookieThatStoppedReading)
   // Greeted connections read nothing (the hello is read before this is asked).
   FaultPoints::Get().ArmAlways("bookie.add_port.stop_reading");
   const std::unique_ptr<AddChannel> channel = NewAddChannel(*cluster);
-  for (int i = 0; i < kCalls; ++i) {
-    calls[i].SetEntry(1, i, std::string(size_t{8} << 20, 'x'));
-    AddOn(*channel, &calls[i], i == 0 ? absl::Seconds(2) : absl::Seconds(60));
-  }
-  ASSERT_TRUE(calls[0].done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_EQ(calls[0].status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
-      << calls[0].status.error_message();
-  for (int i = 1; i < kCalls; ++i) {
-    ASSERT_TRUE(calls[i].done.WaitForNotificationWithTimeout(absl::Seconds(10)))
-        << "call " << i << " still waits for its own deadline on a connection nobody reads";
-    EXPECT_EQ(calls[i].status.error_code(), grpc::StatusCode::UNAVAILABLE)
-        << calls[i].status.error_message();
-  }
+  SendLargeAdds(*channel, &calls, absl::Seconds(2));
+  ASSERT_NO_FATAL_FAILURE(ExpectTheFirstTimesOutAndTheRestFailAtOnce(calls));
 }
 
 // A bookie that is slow but still reading (its socket keeps taking the
@@ -764,13 +770,7 @@ TEST(AddPortTest, APeerLeavingAConnectionTheBookieIsNotReadingEndsItsThread) {
             static_cast<ssize_t>(hello.size()));
   // The fault point is asked before each wait of a greeted connection: at
   // least every 500 ms while that connection's thread lives.
-  auto asked = std::make_shared<std::atomic<int>>(0);
-  FaultPoints::Get().Arm("bookie.add_port.stop_reading", [asked](std::string_view) {
-    asked->fetch_add(1);
-    return true;
-  });
-  const absl::Time until = absl::Now() + absl::Seconds(10);
-  while (asked->load() == 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  const std::shared_ptr<std::atomic<int>> asked = StopReadingOnceAsked();
   ASSERT_GT(asked->load(), 0) << "the connection was never greeted";
   ::close(fd);
   absl::SleepFor(absl::Milliseconds(1000));
