@@ -114,6 +114,25 @@ class SmallTmpfs {
     return status;
   }
 
+  // Shortens the ballast (in one truncate, so no moment frees more) until
+  // about `free_bytes` of the file system are free.
+  absl::Status ShrinkBallastLeaving(uint64_t free_bytes) {
+    const uint64_t available = Available();
+    if (free_bytes <= available) return absl::OkStatus();
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(BallastPath(), ec);
+    if (ec) return absl::InternalError(absl::StrCat("size of ", BallastPath(), ": ", ec.message()));
+    const uint64_t release = free_bytes - available;
+    if (release > size) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the ballast (", size, " bytes) cannot free ", release, " bytes"));
+    }
+    if (::truncate(BallastPath().c_str(), static_cast<off_t>(size - release)) != 0) {
+      return absl::ErrnoToStatus(errno, "truncate " + BallastPath());
+    }
+    return absl::OkStatus();
+  }
+
   // Deletes the ballast: the space is free again.
   absl::Status Free() {
     std::error_code ec;

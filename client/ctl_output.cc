@@ -2,6 +2,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/json.h"
 
@@ -195,7 +196,9 @@ std::string FormatBookieInfo(const bookie::v1::GetInfoResponse& r, OutputFormat 
                     "\nentries_added: ", r.entries_added(), "\nsyncs: ", r.syncs(),
                     "\ngroup_commit_waits: ", r.group_commit_waits(),
                     "\nread_requests: ", r.read_requests(), "\nadd_port: ", r.add_port(),
-                    "\nadd_port_requests: ", r.add_port_requests(), "\n");
+                    "\nadd_port_requests: ", r.add_port_requests(),
+                    "\ndisk_usage_percent: ", absl::StrFormat("%.1f", r.disk_usage_percent()),
+                    "\n");
     return out;
   }
   return absl::StrCat("{\"bookie_id\":", JsonQuote(r.bookie_id()),
@@ -205,7 +208,9 @@ std::string FormatBookieInfo(const bookie::v1::GetInfoResponse& r, OutputFormat 
                       ",\"entries_added\":", r.entries_added(), ",\"syncs\":", r.syncs(),
                       ",\"group_commit_waits\":", r.group_commit_waits(),
                       ",\"read_requests\":", r.read_requests(), ",\"add_port\":", r.add_port(),
-                      ",\"add_port_requests\":", r.add_port_requests(), "}\n");
+                      ",\"add_port_requests\":", r.add_port_requests(),
+                      ",\"disk_usage_percent\":", absl::StrFormat("%.1f", r.disk_usage_percent()),
+                      "}\n");
 }
 
 }  // namespace ledgerkv::client

@@ -365,12 +365,15 @@ TEST(LedgerkvctlBookieTest, BookieInfoOfAReadOnlyBookieNamesTheReason) {
   info.set_bookie_id("b1");
   info.set_state(bookie::v1::READ_ONLY_STATE);
   info.set_read_only_reason("journal fdatasync failed: No space left on device");
+  info.set_disk_usage_percent(96.4);
   const std::string text = FormatBookieInfo(info, OutputFormat::kText);
   EXPECT_THAT(Lines(text), ::testing::Contains("state: READ_ONLY"));
+  EXPECT_THAT(Lines(text), ::testing::Contains("disk_usage_percent: 96.4"));
   EXPECT_THAT(Lines(text), ::testing::Contains(
                                "read_only_reason: journal fdatasync failed: No space left on device"));
   const std::string json = FormatBookieInfo(info, OutputFormat::kJson);
   EXPECT_THAT(json, HasSubstr("\"state\":\"READ_ONLY\""));
+  EXPECT_THAT(json, HasSubstr("\"disk_usage_percent\":96.4"));
   EXPECT_THAT(json, HasSubstr("\"read_only_reason\":\"journal fdatasync failed: No space left on "
                               "device\""));
 }

@@ -2,8 +2,10 @@
 //   ledgerkv bookie --data-dir DIR --listen HOST:PORT [--add-listen HOST:PORT|off]
 //       [--bookie-id ID] [--no-sync]
 //                   [--metadata etcd://HOST:PORT[,HOST:PORT...] | embedded:///DIR] [--cluster NAME]
+//       [--disk-high-watermark PCT] [--disk-low-watermark PCT]
 //   ledgerkv standalone --data-dir DIR --listen HOST:PORT [--bookies N]
 //       [--snapshot-log-mb M] [--snapshot-interval-s S] [--no-sync]
+//       [--disk-high-watermark PCT] [--disk-low-watermark PCT]
 //   ledgerkv server --data-dir DIR --listen HOST:PORT --metadata etcd://HOST:PORT[,...]
 //       [--cluster NAME] [--server-id ID] [--lease-ttl-s S] [--ensemble E --write-quorum W
 //       --ack-quorum A] [--snapshot-log-mb M] [--snapshot-interval-s S]
@@ -21,6 +23,7 @@
 //   ledgerkv server <id> serving on <addr> instance <instance id>
 // Everything else goes to stderr. SIGTERM and SIGINT shut it down cleanly
 // (exit 0).
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -53,6 +56,7 @@ constexpr char kUsage[] =
     "  bookie --data-dir DIR --listen HOST:PORT [--add-listen HOST:PORT|off]\n"
     "         [--bookie-id ID] [--no-sync] [--no-group-commit-wait | --group-commit-wait-max-us US]\n"
     "         [--metadata etcd://HOST:PORT[,HOST:PORT...]] [--cluster NAME]\n"
+    "         [--disk-high-watermark PCT] [--disk-low-watermark PCT]\n"
     "      run a bookie (ledger storage node). --no-sync skips fdatasync on adds:\n"
     "      acknowledged entries can be lost on power failure (off by default).\n"
     "      a small write batch waits up to one recent sync time, but at most US\n"
@@ -61,13 +65,17 @@ constexpr char kUsage[] =
     "      with --metadata the bookie registers itself (ephemeral), checks its cookie\n"
     "      and reclaims the space of deleted ledgers. --add-listen: the add port\n"
     "      (plain TCP frames for Add, docs/add-transport.md; default: the --listen\n"
-    "      host, a free port; off: clients add over gRPC).\n"
+    "      host, a free port; off: clients add over gRPC). With the data dir's file\n"
+    "      system PCT full (df's Use%; default 95, 100: off) the bookie refuses adds\n"
+    "      until it is below the low watermark (default 5 points less).\n"
     "  standalone --data-dir DIR --listen HOST:PORT [--bookies N] [--snapshot-log-mb M]\n"
     "             [--snapshot-interval-s S] [--no-sync]\n"
+    "             [--disk-high-watermark PCT] [--disk-low-watermark PCT]\n"
     "      run the whole KV store in one process: metadata in DIR/metadata, N in-process\n"
     "      bookies in DIR/bookies (default 1; every write goes to all of them), ranges in\n"
     "      DIR/ranges. Snapshots after M MiB of log (default 64) or S seconds with writes\n"
-    "      (default 600). Prints \"ledgerkv standalone serving on <addr>\" when ready.\n"
+    "      (default 600). Puts fail while the disk is over the bookies' watermark\n"
+    "      (as for bookie). Prints \"ledgerkv standalone serving on <addr>\" when ready.\n"
     "  server --data-dir DIR --listen HOST:PORT --metadata etcd://HOST:PORT[,HOST:PORT...]\n"
     "         [--cluster NAME] [--server-id ID] [--lease-ttl-s S] [--ensemble E]\n"
     "         [--write-quorum W] [--ack-quorum A] [--snapshot-log-mb M] [--snapshot-interval-s S]\n"
@@ -150,6 +158,38 @@ std::optional<int> ParseFlags(const std::string& command, const std::vector<std:
   return std::nullopt;
 }
 
+// --disk-high-watermark / --disk-low-watermark (percent of the data dir's
+// file system in use, docs/bookie-format.md): the flags, and their check.
+// The low one defaults to 5 points under the high one.
+struct DiskWatermarkFlags {
+  std::optional<int64_t> high;
+  std::optional<int64_t> low;
+
+  std::vector<Flag> flags() {
+    return {PositiveFlag("--disk-high-watermark", [this](int64_t n) { high = n; }),
+            PositiveFlag("--disk-low-watermark", [this](int64_t n) { low = n; })};
+  }
+
+  // Sets the fractions, or returns the exit code of a usage error.
+  std::optional<int> Apply(const std::string& command, double* high_out, double* low_out) const {
+    const int64_t h = high.value_or(95);
+    const int64_t l = low.value_or(std::max<int64_t>(1, h - 5));
+    if (h > 100 || l > 100) return Usage(absl::StrCat(command, ": disk watermarks are percents"));
+    if (l > h) {
+      return Usage(absl::StrCat(command, ": --disk-low-watermark (", l,
+                                ") is above --disk-high-watermark (", h, ")"));
+    }
+    *high_out = static_cast<double>(h) / 100;
+    *low_out = static_cast<double>(l) / 100;
+    return std::nullopt;
+  }
+};
+
+std::vector<Flag> Concat(std::vector<Flag> a, const std::vector<Flag>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 // The common life of a serving command: `start` runs with SIGTERM/SIGINT
 // blocked in every thread; once it succeeded the ready line goes to stdout
 // (tests and scripts wait for it), then the main thread waits for a signal
@@ -180,15 +220,19 @@ int RunBookie(const std::vector<std::string>& args) {
   std::string metadata_uri;
   bool no_wait = false;
   std::optional<int64_t> wait_us;
+  DiskWatermarkFlags disk;
   std::optional<int> exit = ParseFlags(
       "bookie", args,
-      {StringFlag("--data-dir", &options.data_dir), StringFlag("--listen", &options.listen),
-       StringFlag("--add-listen", &options.add_listen),
-       StringFlag("--bookie-id", &options.bookie_id), StringFlag("--metadata", &metadata_uri),
-       StringFlag("--cluster", &options.cluster),
-       SwitchFlag("--no-sync", [&] { options.sync = false; }),
-       SwitchFlag("--no-group-commit-wait", [&] { no_wait = true; }),
-       PositiveFlag("--group-commit-wait-max-us", [&](int64_t n) { wait_us = n; })});
+      Concat({StringFlag("--data-dir", &options.data_dir), StringFlag("--listen", &options.listen),
+              StringFlag("--add-listen", &options.add_listen),
+              StringFlag("--bookie-id", &options.bookie_id),
+              StringFlag("--metadata", &metadata_uri), StringFlag("--cluster", &options.cluster),
+              SwitchFlag("--no-sync", [&] { options.sync = false; }),
+              SwitchFlag("--no-group-commit-wait", [&] { no_wait = true; }),
+              PositiveFlag("--group-commit-wait-max-us", [&](int64_t n) { wait_us = n; })},
+             disk.flags()));
+  if (exit.has_value()) return *exit;
+  exit = disk.Apply("bookie", &options.disk_high_watermark, &options.disk_low_watermark);
   if (exit.has_value()) return *exit;
   // Longer than any disk's sync: the wait is bounded by one recent sync
   // anyway, so a larger bound would only be a typo.
@@ -237,14 +281,19 @@ int RunBookie(const std::vector<std::string>& args) {
 int RunStandalone(const std::vector<std::string>& args) {
   ledgerkv::kv::StandaloneOptions options;
   options.listen.clear();
+  DiskWatermarkFlags disk;
   std::optional<int> exit = ParseFlags(
       "standalone", args,
-      {StringFlag("--data-dir", &options.data_dir), StringFlag("--listen", &options.listen),
-       PositiveFlag("--bookies", [&](int64_t n) { options.bookies = static_cast<int>(n); }),
-       PositiveFlag("--snapshot-log-mb", [&](int64_t n) { options.snapshot_log_bytes = n << 20; }),
-       PositiveFlag("--snapshot-interval-s",
-                    [&](int64_t n) { options.snapshot_interval = absl::Seconds(n); }),
-       SwitchFlag("--no-sync", [&] { options.sync = false; })});
+      Concat({StringFlag("--data-dir", &options.data_dir), StringFlag("--listen", &options.listen),
+              PositiveFlag("--bookies", [&](int64_t n) { options.bookies = static_cast<int>(n); }),
+              PositiveFlag("--snapshot-log-mb",
+                           [&](int64_t n) { options.snapshot_log_bytes = n << 20; }),
+              PositiveFlag("--snapshot-interval-s",
+                           [&](int64_t n) { options.snapshot_interval = absl::Seconds(n); }),
+              SwitchFlag("--no-sync", [&] { options.sync = false; })},
+             disk.flags()));
+  if (exit.has_value()) return *exit;
+  exit = disk.Apply("standalone", &options.disk_high_watermark, &options.disk_low_watermark);
   if (exit.has_value()) return *exit;
   if (options.data_dir.empty()) return Usage("standalone: --data-dir is required");
   if (options.listen.empty()) return Usage("standalone: --listen is required");

@@ -51,6 +51,8 @@ absl::Status Standalone::StartBookies() {
     // bookies by id and the registration gives the current address.
     bo.bookie_id = absl::StrCat("standalone-bookie-", i);
     bo.sync = options_.sync;
+    bo.disk_high_watermark = options_.disk_high_watermark;
+    bo.disk_low_watermark = options_.disk_low_watermark;
     bo.metadata = store_.get();
     bo.cluster = kCluster;
     ASSIGN_OR_RETURN(std::unique_ptr<bookie::BookieServer> server,

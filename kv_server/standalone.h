@@ -57,6 +57,10 @@ struct StandaloneOptions {
   // false: bookies acknowledge adds before fdatasync (docs/bookie-format.md):
   // acknowledged writes can be lost when the machine fails.
   bool sync = true;
+  // The bookies' disk usage watermarks (BookieOptions): puts fail
+  // UNAVAILABLE from `high` of the disk in use until it is below `low`.
+  double disk_high_watermark = 0.95;
+  double disk_low_watermark = 0.90;
   int64_t snapshot_log_bytes = int64_t{64} << 20;
   absl::Duration snapshot_interval = absl::Minutes(10);
   Limits limits;

@@ -33,16 +33,23 @@ std::string BinaryPath() {
 class BookieProcess {
  public:
   // Starts `ledgerkv bookie` and waits for its ready line.
-  BookieProcess(const std::string& data_dir, const std::string& listen) {
-    const std::string binary = BinaryPath();  // no allocation after fork
+  BookieProcess(const std::string& data_dir, const std::string& listen,
+                const std::vector<std::string>& extra_flags = {}) {
+    // Everything allocated before the fork.
+    const std::string binary = BinaryPath();
+    std::vector<std::string> args = {"ledgerkv", "bookie", "--data-dir", data_dir, "--listen",
+                                     listen};
+    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     int out[2];
     if (pipe(out) != 0) return;
     pid_ = fork();
     if (pid_ == 0) {
       dup2(out[1], STDOUT_FILENO);
       close(out[0]);
-      execl(binary.c_str(), "ledgerkv", "bookie", "--data-dir", data_dir.c_str(), "--listen",
-            listen.c_str(), static_cast<char*>(nullptr));
+      execv(binary.c_str(), argv.data());
       _exit(127);
     }
     close(out[1]);
@@ -205,8 +212,11 @@ TEST(BookieBinaryTest, FullDiskIsReadOnlyVisiblyAndStopsCleanly) {
 
   int64_t acked = 0;  // entries [0, acked) were acknowledged
   std::string instance;
+  // The disk watermark (on by default) would stop adds first: off, to
+  // reach ENOSPC, as when another process takes the last bytes.
+  const std::vector<std::string> no_watermark = {"--disk-high-watermark", "100"};
   {
-    BookieProcess p(dir, "127.0.0.1:0");
+    BookieProcess p(dir, "127.0.0.1:0", no_watermark);
     const std::vector<std::string> words = p.words();
     ASSERT_EQ(words.size(), 7u) << p.line();
     instance = words[6];
@@ -237,7 +247,7 @@ TEST(BookieBinaryTest, FullDiskIsReadOnlyVisiblyAndStopsCleanly) {
   }
 
   ASSERT_TRUE(fs.Free().ok());
-  BookieProcess again(dir, "127.0.0.1:0");
+  BookieProcess again(dir, "127.0.0.1:0", no_watermark);
   const std::vector<std::string> words = again.words();
   ASSERT_EQ(words.size(), 7u) << again.line();
   EXPECT_EQ(words[6], instance);
@@ -265,6 +275,12 @@ TEST(BookieBinaryTest, UsageErrorsExitWithTwo) {
             2);
   // A valid bound passes the flags; the start then fails on the data dir.
   EXPECT_EQ(WEXITSTATUS(run(bookie + "--group-commit-wait-max-us 100000")), 1);
+  // Disk watermarks: percents, the low one not above the high one.
+  EXPECT_EQ(WEXITSTATUS(run(bookie + "--disk-high-watermark 101")), 2);
+  EXPECT_EQ(WEXITSTATUS(run(bookie + "--disk-high-watermark 0")), 2);
+  EXPECT_EQ(WEXITSTATUS(run(bookie + "--disk-low-watermark 96")), 2);  // above the default 95
+  EXPECT_EQ(WEXITSTATUS(run(bookie + "--disk-high-watermark 80 --disk-low-watermark 81")), 2);
+  EXPECT_EQ(WEXITSTATUS(run(bookie + "--disk-high-watermark 100 --disk-low-watermark 97")), 1);
 }
 
 }  // namespace

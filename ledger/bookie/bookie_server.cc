@@ -93,6 +93,9 @@ absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions 
   so.sync = s->options_.sync;
   so.group_commit_wait_max = s->options_.group_commit_wait_max;
   so.group_commit_forget_after_idle = s->options_.group_commit_forget_after_idle;
+  so.disk_high_watermark = s->options_.disk_high_watermark;
+  so.disk_low_watermark = s->options_.disk_low_watermark;
+  so.disk_check_interval = s->options_.disk_check_interval;
   ASSIGN_OR_RETURN(s->storage_, BookieStorage::Open(std::move(so)));
   s->instance_id_ = s->storage_->instance_id();
 
@@ -336,7 +339,9 @@ absl::Status BookieServer::RunGcOnce() {
     absl::FPrintF(stderr, "bookie %s: gc: deleted %d ledgers without metadata\n", bookie_id_,
                   dead.size());
   }
-  if (storage_->read_only()) return absl::OkStatus();  // compaction needs the journal
+  // Compaction needs the journal. A bookie over its disk watermark still
+  // compacts: that is how it gets below it again.
+  if (storage_->failed()) return absl::OkStatus();
   ASSIGN_OR_RETURN(BookieStorage::CompactionResult r, storage_->CompactJournal());
   if (r.files_deleted > 0) {
     absl::FPrintF(stderr,

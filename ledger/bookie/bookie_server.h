@@ -75,6 +75,12 @@ struct BookieOptions {
   absl::Duration group_commit_wait_max = absl::Milliseconds(1);
   // StorageOptions::group_commit_forget_after_idle.
   absl::Duration group_commit_forget_after_idle = absl::Milliseconds(10);
+  // StorageOptions::disk_high_watermark and friends (docs/bookie-format.md,
+  // "Disk usage watermarks"): adds refused from `high` of the disk in use
+  // until it is below `low`; 1.0 turns it off.
+  double disk_high_watermark = 0.95;
+  double disk_low_watermark = 0.90;
+  absl::Duration disk_check_interval = absl::Seconds(1);
   // File layer for the journal (nullptr: Env::Default()). Must outlive the server.
   Env* env = nullptr;
   // Optional; must outlive the server. Enables the cookie check,

@@ -7,6 +7,7 @@
 
 #include "base/entry_checksum.h"
 #include "base/fault_env.h"
+#include "base/small_tmpfs.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "ledger/bookie/bookie_server.h"
@@ -264,6 +265,60 @@ TEST_F(BookieServerTest, ReadOnlyIsPublishedInTheRegistration) {
     if (!published) absl::SleepFor(absl::Milliseconds(20));
   }
   EXPECT_TRUE(published);
+  server.reset();
+}
+
+// The registration follows the disk watermark both ways, so placement
+// avoids a full bookie and uses it again once space is freed (real tmpfs);
+// GetInfo says why, with the usage.
+TEST_F(BookieServerTest, RegistrationFollowsTheDiskWatermarkBothWays) {
+  const std::string mnt = NewTempDir("watermark");
+  SmallTmpfs fs;
+  if (absl::Status m = fs.Mount(mnt, 64); !m.ok()) {
+    GTEST_SKIP() << m << " (needs CAP_SYS_ADMIN, as root in CI)";
+  }
+  data_dir_ = mnt + "/bookie";
+  BookieOptions o = Options();
+  o.disk_check_interval = absl::Milliseconds(10);
+  auto server = Start(o);
+  ASSERT_NE(server, nullptr);
+  AddEntry(*server, 1, 0);
+  auto published = [&](bool read_only) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      auto reg = Registration(keys_.Bookie("bookie-1"));
+      if (reg.ok() && reg->read_only() == read_only) return true;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return false;
+  };
+  auto info = [&] {
+    auto stub = v1::Bookie::NewStub(
+        grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+    v1::GetInfoResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    EXPECT_TRUE(stub->GetInfo(&ctx, v1::GetInfoRequest(), &resp).ok());
+    return resp;
+  };
+  ASSERT_TRUE(published(false));
+  EXPECT_EQ(info().state(), v1::WRITABLE);
+
+  fs.WaitForQuiet();  // the journal filler is done
+  ASSERT_TRUE(fs.FillLeaving(2 << 20).ok());  // 97%
+  ASSERT_TRUE(published(true)) << "the full bookie still registers as writable";
+  v1::GetInfoResponse full = info();
+  EXPECT_EQ(full.state(), v1::READ_ONLY_STATE);
+  EXPECT_GE(full.disk_usage_percent(), 95.0);
+  EXPECT_NE(full.read_only_reason().find("high watermark"), std::string::npos)
+      << full.read_only_reason();
+
+  ASSERT_TRUE(fs.Free().ok());
+  ASSERT_TRUE(published(false)) << "the bookie stayed read-only after space was freed";
+  v1::GetInfoResponse healed = info();
+  EXPECT_EQ(healed.state(), v1::WRITABLE);
+  EXPECT_LT(healed.disk_usage_percent(), 90.0);
+  AddEntry(*server, 1, 1);
   server.reset();
 }
 

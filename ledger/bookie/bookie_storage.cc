@@ -60,6 +60,16 @@ BookieStorage::~BookieStorage() { Close(); }
 
 absl::StatusOr<std::unique_ptr<BookieStorage>> BookieStorage::Open(StorageOptions options) {
   if (options.dir.empty()) return absl::InvalidArgumentError("bookie storage: empty data dir");
+  if (!(options.disk_low_watermark > 0 && options.disk_low_watermark <= options.disk_high_watermark &&
+        options.disk_high_watermark <= 1)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "bookie storage: disk watermarks must satisfy 0 < low <= high <= 1 (low %g, high %g)",
+        options.disk_low_watermark, options.disk_high_watermark));
+  }
+  if (options.disk_check_interval <= absl::ZeroDuration() || options.disk_check_bytes == 0) {
+    return absl::InvalidArgumentError(
+        "bookie storage: disk_check_interval and disk_check_bytes must be positive");
+  }
   std::unique_ptr<BookieStorage> storage(new BookieStorage(std::move(options)));
   RETURN_IF_ERROR(storage->Init());
   return storage;
@@ -288,6 +298,8 @@ absl::Status BookieStorage::Init() {
     applied_ = end;
     checkpoint_ = end;
   }
+  // A bookie started on a full disk starts read-only for adds.
+  CheckDiskUsage();
   writer_ = std::thread([this] { WriterLoop(); });
   applier_ = std::thread([this] { ApplierLoop(); });
   checkpointer_ = std::thread([this] { CheckpointLoop(); });
@@ -491,8 +503,12 @@ void BookieStorage::WaitForLac(uint64_t ledger_id, int64_t at_most, absl::Time d
 StorageStats BookieStorage::GetStats() const {
   absl::MutexLock l(&mu_);
   StorageStats s;
-  s.read_only = read_only_;
-  s.read_only_reason = read_only_reason_;
+  s.read_only = read_only_ || disk_full_;
+  s.read_only_reason = read_only_ ? read_only_reason_ : disk_full_reason_;
+  s.failed = read_only_;
+  s.disk_full = disk_full_;
+  s.disk_usage = disk_usage_;
+  s.disk_checks = disk_checks_;
   s.ledger_count = ledgers_.size();
   for (const auto& [n, size] : file_sizes_) s.journal_bytes += size;
   s.entries_added = entries_added_;
@@ -502,7 +518,12 @@ StorageStats BookieStorage::GetStats() const {
   return s;
 }
 
-void BookieStorage::SetReadOnlyListener(absl::AnyInvocable<void()> listener) {
+bool BookieStorage::failed() const {
+  absl::MutexLock l(&mu_);
+  return read_only_;
+}
+
+void BookieStorage::SetReadOnlyListener(std::function<void()> listener) {
   absl::MutexLock l(&mu_);
   read_only_listener_ = std::move(listener);
 }

@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -84,6 +85,16 @@ struct StorageOptions {
   // update (journal_file.h). 0 disables it. Only with the default file layer
   // (env == nullptr) and with sync.
   uint64_t journal_preallocate_bytes = 8ull << 20;
+  // Disk usage watermarks (docs/bookie-format.md): with the data dir's file
+  // system at least `disk_high_watermark` full (df's Use%, as a fraction),
+  // adds are answered READ_ONLY until it is below `disk_low_watermark`
+  // again. Fences, GC and reads go on. 1.0 turns it off. Checked every
+  // `disk_check_interval`, every `disk_check_bytes` the journal writes, and
+  // at Open. 0 < low <= high <= 1.
+  double disk_high_watermark = 0.95;
+  double disk_low_watermark = 0.90;
+  absl::Duration disk_check_interval = absl::Seconds(1);
+  uint64_t disk_check_bytes = 4ull << 20;
 };
 
 // One entry of an add. The payload must stay valid until the add's callback.
@@ -96,8 +107,16 @@ struct EntryView {
 };
 
 struct StorageStats {
+  // Failed (permanently) or over the disk usage watermark.
   bool read_only = false;
+  // The failure's, else the watermark's.
   std::string read_only_reason;
+  bool failed = false;
+  bool disk_full = false;
+  // Fraction of the data dir's file system in use at the last disk check
+  // (-1 before one succeeded), and how many checks ran.
+  double disk_usage = -1;
+  uint64_t disk_checks = 0;
   uint64_t ledger_count = 0;
   uint64_t journal_bytes = 0;
   uint64_t entries_added = 0;
@@ -175,12 +194,21 @@ class BookieStorage {
   // `deadline`, kShutdown at Close.
   void WaitForLac(uint64_t ledger_id, int64_t at_most, absl::Time deadline, LacCallback done);
 
+  // Failed, or over the disk usage watermark: adds are answered READ_ONLY.
   bool read_only() const { return read_only_flag_.load(std::memory_order_acquire); }
+  // A write, sync, roll or index write failed: read-only for good.
+  bool failed() const;
   StorageStats GetStats() const;
 
-  // Called (once, from the thread that failed) when the storage turns
-  // read-only. Set before traffic starts.
-  void SetReadOnlyListener(absl::AnyInvocable<void()> listener);
+  // Called whenever read_only() changes (failure, crossing a disk
+  // watermark either way), from the thread that noticed, with no lock
+  // held; it may run more than once and concurrently with itself. Set
+  // before traffic starts.
+  void SetReadOnlyListener(std::function<void()> listener);
+
+  // Checks the disk usage against the watermarks now (the storage also
+  // does so by itself, see StorageOptions).
+  void CheckDiskUsage();
 
   // Makes the index durable up to the current journal position and records
   // that position in CHECKPOINT, so a restart replays only what follows.
@@ -318,6 +346,8 @@ class BookieStorage {
   // Where the index (or recent_) says the entry is; nullopt if nowhere.
   absl::StatusOr<std::optional<Location>> LookupEntry(uint64_t ledger_id, int64_t entry_id);
   void EnterReadOnly(std::string reason);
+  // read_only_flag_ from read_only_ and disk_full_.
+  void UpdateReadOnlyFlagLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckpointLoop();
   // Runs a request through the writer and waits for it (GC, checkpoints).
   void SubmitAndWait(std::unique_ptr<WriteRequest> req);
@@ -370,9 +400,16 @@ class BookieStorage {
   bool applier_failed_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  // Failed: permanent (docs/bookie-format.md, "Read-only mode").
   bool read_only_ ABSL_GUARDED_BY(mu_) = false;
   std::string read_only_reason_ ABSL_GUARDED_BY(mu_);
-  absl::AnyInvocable<void()> read_only_listener_ ABSL_GUARDED_BY(mu_);
+  // Over the disk usage watermark: adds refused until below the low one.
+  bool disk_full_ ABSL_GUARDED_BY(mu_) = false;
+  std::string disk_full_reason_ ABSL_GUARDED_BY(mu_);
+  double disk_usage_ ABSL_GUARDED_BY(mu_) = -1;
+  uint64_t disk_checks_ ABSL_GUARDED_BY(mu_) = 0;
+  bool disk_check_error_logged_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> read_only_listener_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, LedgerState> ledgers_ ABSL_GUARDED_BY(mu_);
   // LACs written explicitly by writers (SetExplicitLac), for ledgers in
   // ledgers_, dropped once the piggybacked LAC catches up; in memory only.
@@ -392,6 +429,8 @@ class BookieStorage {
   // The writer thread's own: moving averages of the adds and fences per
   // batch and of the fdatasync time (group commit wait).
   double recent_batch_items_ = 0;
+  // Journal bytes written since the writer last checked the disk usage.
+  uint64_t bytes_since_disk_check_ = 0;
   absl::Duration recent_sync_time_;
   uint64_t corrupt_records_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<bool> read_only_flag_{false};

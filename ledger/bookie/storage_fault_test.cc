@@ -341,7 +341,16 @@ TEST_F(StorageFaultTest, FailedSyncIsNeverAcknowledgedAndTurnsReadOnly) {
   EXPECT_TRUE(stats.read_only);
   EXPECT_NE(stats.read_only_reason.find("fdatasync"), std::string::npos) << stats.read_only_reason;
   EXPECT_EQ(listener_calls.load(), 1);
-  // Permanently: the next sync would succeed, but nothing is acked again.
+  // Permanently: the next sync would succeed, but nothing is acked again,
+  // and a disk with plenty of room (what the watermark check sees) does not
+  // make it writable either.
+  s->CheckDiskUsage();
+  stats = s->GetStats();
+  EXPECT_GE(stats.disk_usage, 0) << "the check did not run";
+  EXPECT_FALSE(stats.disk_full);
+  EXPECT_TRUE(stats.failed);
+  EXPECT_TRUE(s->read_only());
+  EXPECT_EQ(listener_calls.load(), 1);
   EXPECT_EQ(AddOne(*s, 1, 2), v1::READ_ONLY);
   EXPECT_EQ(FenceSync(*s, 1), v1::READ_ONLY);
   EXPECT_EQ(ReadBack(*s, 1, 0), v1::OK);
@@ -422,7 +431,14 @@ TEST_F(StorageFaultTest, FullFileSystemUnderThePreallocatedJournalLosesNoAcknowl
     GTEST_SKIP() << m << " (needs CAP_SYS_ADMIN, as root in CI)";
   }
   dir_ = mnt + "/bookie";
-  auto s = Open(Options());
+  // The disk watermark would stop adds before the disk is full (tests
+  // below): off, to reach ENOSPC itself, where the watermark is overrun.
+  auto options = [this] {
+    StorageOptions o = Options();
+    o.disk_high_watermark = 1.0;
+    return o;
+  };
+  auto s = Open(options());
   ASSERT_NE(s, nullptr);
 
   // 2 KiB entries, one per batch: small batches, so the journal is kept
@@ -469,11 +485,11 @@ TEST_F(StorageFaultTest, FullFileSystemUnderThePreallocatedJournalLosesNoAcknowl
   // Restarting on the still-full file system may fail, but never loses an
   // acknowledged entry; after space is freed every one of them is back and
   // the bookie takes adds again.
-  if (auto full = BookieStorage::Open(Options()); full.ok()) {
+  if (auto full = BookieStorage::Open(options()); full.ok()) {
     for (int64_t a : acked) ASSERT_EQ(ReadBack(**full, 1, a), v1::OK) << "entry " << a;
   }
   ASSERT_TRUE(fs.Free().ok());
-  s = Open(Options());
+  s = Open(options());
   ASSERT_NE(s, nullptr);
   EXPECT_FALSE(s->read_only());
   std::string read;
@@ -482,6 +498,123 @@ TEST_F(StorageFaultTest, FullFileSystemUnderThePreallocatedJournalLosesNoAcknowl
     ASSERT_EQ(read, payload) << "entry " << a;
   }
   EXPECT_EQ(add(acked.back() + 1), v1::OK);
+}
+
+Code AddWith(BookieStorage& s, uint64_t ledger, int64_t entry, const std::string& payload,
+             bool recovery = false) {
+  EntryBatch b;
+  b.Add(ledger, entry, entry - 1, payload);
+  std::vector<Code> codes = AddSync(s, b, recovery);
+  return codes.size() == 1 ? codes[0] : v1::CODE_UNSPECIFIED;
+}
+
+// Waits (at most 10 s) until `done(stats)` holds; false if it never did.
+template <typename Pred>
+bool AwaitStats(BookieStorage& s, Pred done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!done(s.GetStats())) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
+
+// Disk usage watermarks (docs/bookie-format.md): on a real tmpfs filled to
+// 97% the bookie refuses adds before ENOSPC, still takes fences and
+// recovery adds and serves reads; at 92% (between the watermarks) it stays so; below 90% it takes
+// adds again, without a restart. The listener hears both changes.
+TEST_F(StorageFaultTest, DiskOverTheHighWatermarkRefusesAddsTakesFencesAndHealsBelowTheLow) {
+  const std::string mnt = NewTempDir("watermark");
+  SmallTmpfs fs;
+  if (absl::Status m = fs.Mount(mnt, 64); !m.ok()) {
+    GTEST_SKIP() << m << " (needs CAP_SYS_ADMIN, as root in CI)";
+  }
+  dir_ = mnt + "/bookie";
+  StorageOptions o = Options();
+  o.disk_check_interval = absl::Milliseconds(10);
+  auto s = Open(o);
+  ASSERT_NE(s, nullptr);
+  std::atomic<int> changes{0};
+  s->SetReadOnlyListener([&] { changes.fetch_add(1); });
+  const std::string payload(2048, 'p');
+  for (int64_t e = 0; e < 10; ++e) ASSERT_EQ(AddWith(*s, 1, e, payload), v1::OK);
+  ASSERT_FALSE(s->read_only());
+
+  fs.WaitForQuiet();  // the journal filler is done
+  ASSERT_TRUE(fs.FillLeaving(2 << 20).ok());  // 62 of 64 MiB: 97%
+  ASSERT_TRUE(AwaitStats(*s, [](const StorageStats& st) { return st.read_only; }))
+      << "usage " << s->GetStats().disk_usage;
+  StorageStats stats = s->GetStats();
+  EXPECT_TRUE(stats.disk_full);
+  EXPECT_FALSE(stats.failed);
+  EXPECT_NE(stats.read_only_reason.find("high watermark 95%"), std::string::npos)
+      << stats.read_only_reason;
+  EXPECT_EQ(changes.load(), 1);
+  EXPECT_EQ(AddWith(*s, 1, 10, payload), v1::READ_ONLY);
+  EXPECT_EQ(ReadBack(*s, 1, 10), v1::NO_SUCH_ENTRY) << "a refused add was stored";
+  // Fences and recovery adds are taken, durably, so that recoveries (and
+  // the failovers waiting for them) finish: a fence is a header, and a
+  // recovery rewrites the few entries past the last LAC.
+  EXPECT_EQ(FenceSync(*s, 7), v1::OK);
+  ASSERT_TRUE(s->GetLedger(7).has_value());
+  EXPECT_TRUE(s->GetLedger(7)->fenced);
+  EXPECT_EQ(AddWith(*s, 2, 0, payload, /*recovery=*/true), v1::OK);
+  for (int64_t e = 0; e < 10; ++e) ASSERT_EQ(ReadBack(*s, 1, e), v1::OK) << e;
+  ASSERT_EQ(ReadBack(*s, 2, 0), v1::OK);
+
+  // Between the watermarks: a check sees it, and the bookie stays read-only.
+  ASSERT_TRUE(fs.ShrinkBallastLeaving(5 << 20).ok());  // 59 of 64 MiB: 92%
+  const uint64_t checks = s->GetStats().disk_checks;
+  ASSERT_TRUE(AwaitStats(*s, [&](const StorageStats& st) {
+    return st.disk_checks > checks + 1 && st.disk_usage < 0.95;
+  })) << "usage " << s->GetStats().disk_usage;
+  EXPECT_GT(s->GetStats().disk_usage, 0.90);
+  EXPECT_TRUE(s->read_only());
+  EXPECT_EQ(AddWith(*s, 1, 10, payload), v1::READ_ONLY);
+
+  ASSERT_TRUE(fs.Free().ok());
+  ASSERT_TRUE(AwaitStats(*s, [](const StorageStats& st) { return !st.read_only; }))
+      << "usage " << s->GetStats().disk_usage;
+  EXPECT_TRUE(s->GetStats().read_only_reason.empty());
+  EXPECT_EQ(changes.load(), 2);
+  EXPECT_EQ(AddWith(*s, 1, 10, payload), v1::OK);
+  std::string read;
+  ASSERT_EQ(ReadBack(*s, 1, 10, &read), v1::OK);
+  EXPECT_EQ(read, payload);
+}
+
+// Between two clock ticks a fast writer could fill the disk: the writer
+// checks every disk_check_bytes it writes. With the clock's check an hour
+// away, 64 KiB adds on a tmpfs with 8 MiB left stop at the watermark
+// (READ_ONLY, not failed), before ENOSPC, with every acknowledged entry
+// readable.
+TEST_F(StorageFaultTest, AFastWriterIsStoppedByTheBytesItWritesNotOnlyByTheClock) {
+  const std::string mnt = NewTempDir("watermark_bytes");
+  SmallTmpfs fs;
+  if (absl::Status m = fs.Mount(mnt, 64); !m.ok()) {
+    GTEST_SKIP() << m << " (needs CAP_SYS_ADMIN, as root in CI)";
+  }
+  dir_ = mnt + "/bookie";
+  StorageOptions o = Options();
+  o.disk_check_interval = absl::Hours(1);
+  o.disk_check_bytes = 256 << 10;
+  auto s = Open(o);
+  ASSERT_NE(s, nullptr);
+  const std::string payload(64 << 10, 'p');
+  ASSERT_EQ(AddWith(*s, 1, 0, payload), v1::OK);
+  fs.WaitForQuiet();
+  ASSERT_TRUE(fs.FillLeaving(8 << 20).ok());  // 56 of 64 MiB: 88%
+
+  int64_t e = 1;
+  Code code = v1::OK;
+  for (; e < 1000 && (code = AddWith(*s, 1, e, payload)) == v1::OK; ++e) {
+  }
+  ASSERT_EQ(code, v1::READ_ONLY) << "after " << e << " adds";
+  const StorageStats stats = s->GetStats();
+  EXPECT_TRUE(stats.disk_full) << stats.read_only_reason;
+  EXPECT_FALSE(stats.failed) << "the disk filled up before the watermark stopped the writer: "
+                             << stats.read_only_reason;
+  for (int64_t a = 0; a < e; ++a) ASSERT_EQ(ReadBack(*s, 1, a), v1::OK) << a;
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // BookieStorage's write path: request queueing, the group-commit writer
 // thread, read-only mode and checkpoints.
+#include <sys/statvfs.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <iterator>
 #include <utility>
@@ -232,6 +235,13 @@ void BookieStorage::ProcessBatch(std::vector<std::unique_ptr<WriteRequest>>& bat
             }
             item.code = u->second;  // CODE_UNSPECIFIED: a new ledger, decided as usual
           }
+          // Over the disk watermark: normal adds are refused, also those
+          // queued before the check fired (nothing of them is written).
+          // Recovery adds, fences and GC copies still go through: they
+          // finish recoveries and free space, and take little of it.
+          if (item.code == v1::CODE_UNSPECIFIED && disk_full_ && !recovery) {
+            item.code = v1::READ_ONLY;
+          }
         }
       }
     }
@@ -331,6 +341,14 @@ bool BookieStorage::WriteBatchToJournal(std::vector<std::unique_ptr<WriteRequest
   if (!s.ok()) {
     EnterReadOnly(absl::StrCat("journal write failed: ", s.ToString()));
     return false;
+  }
+  // Between two ticks of the checkpointer a fast writer could run far past
+  // the watermark: it checks by itself every disk_check_bytes. This batch
+  // is written and goes on to its sync; the check stops the next ones.
+  bytes_since_disk_check_ += offset - batch_offset;
+  if (bytes_since_disk_check_ >= options_.disk_check_bytes) {
+    bytes_since_disk_check_ = 0;
+    CheckDiskUsage();
   }
   if (options_.sync || force_sync) {
     const absl::Time start = absl::Now();
@@ -529,18 +547,74 @@ absl::StatusOr<std::optional<Location>> BookieStorage::LookupEntry(uint64_t ledg
 }
 
 void BookieStorage::EnterReadOnly(std::string reason) {
-  absl::AnyInvocable<void()> listener;
+  std::function<void()> listener;
+  bool changed;
   {
     absl::MutexLock l(&mu_);
     if (read_only_) return;
+    changed = !read_only_flag_.load(std::memory_order_relaxed);
     read_only_ = true;
-    read_only_flag_.store(true, std::memory_order_release);
+    UpdateReadOnlyFlagLocked();
     read_only_reason_ = reason;
-    listener = std::move(read_only_listener_);
+    listener = read_only_listener_;
     // Requests queued behind the failed batch are answered by the writer
     // (it sees read_only_); nothing is acknowledged from here on.
   }
   absl::FPrintF(stderr, "bookie: turning READ-ONLY: %s\n", reason);
+  if (changed && listener) listener();
+}
+
+void BookieStorage::UpdateReadOnlyFlagLocked() {
+  read_only_flag_.store(read_only_ || disk_full_, std::memory_order_release);
+}
+
+void BookieStorage::CheckDiskUsage() {
+  struct statvfs fs;
+  const int rc = ::statvfs(options_.dir.c_str(), &fs);
+  const int err = errno;
+  std::function<void()> listener;
+  std::string message;
+  {
+    absl::MutexLock l(&mu_);
+    ++disk_checks_;
+    // used / (used + available to unprivileged users): df's Use%.
+    const double used = rc == 0 ? static_cast<double>(fs.f_blocks - fs.f_bfree) : 0;
+    const double usable = rc == 0 ? used + static_cast<double>(fs.f_bavail) : 0;
+    if (rc != 0 || usable <= 0) {
+      // Leaves the state as it is: a check that cannot see the disk says
+      // nothing about it. Logged once.
+      if (!disk_check_error_logged_) {
+        disk_check_error_logged_ = true;
+        message = absl::StrFormat("bookie: cannot check the disk usage of %s: %s", options_.dir,
+                                  rc != 0 ? absl::ErrnoToStatus(err, "statvfs").ToString()
+                                          : "the file system reports no blocks");
+      }
+    } else {
+      disk_usage_ = used / usable;
+      const bool was = read_only_ || disk_full_;
+      if (!disk_full_ && options_.disk_high_watermark < 1 &&
+          disk_usage_ >= options_.disk_high_watermark) {
+        disk_full_ = true;
+        disk_full_reason_ = absl::StrFormat(
+            "disk usage %.1f%% of %s is at or above the high watermark %g%%: adds refused "
+            "until it is below %g%% (fences, recovery adds, reads and GC go on)",
+            100 * disk_usage_, options_.dir, 100 * options_.disk_high_watermark,
+            100 * options_.disk_low_watermark);
+        message = absl::StrCat("bookie: turning READ-ONLY for adds: ", disk_full_reason_);
+      } else if (disk_full_ && (options_.disk_high_watermark >= 1 ||
+                                disk_usage_ < options_.disk_low_watermark)) {
+        disk_full_ = false;
+        disk_full_reason_.clear();
+        message = absl::StrFormat(
+            "bookie: disk usage %.1f%% of %s is below the low watermark %g%%: taking adds again%s",
+            100 * disk_usage_, options_.dir, 100 * options_.disk_low_watermark,
+            read_only_ ? " (but the bookie failed earlier and stays read-only)" : "");
+      }
+      UpdateReadOnlyFlagLocked();
+      if (was != (read_only_ || disk_full_)) listener = read_only_listener_;
+    }
+  }
+  if (!message.empty()) absl::FPrintF(stderr, "%s\n", message);
   if (listener) listener();
 }
 
@@ -638,9 +712,17 @@ absl::Status BookieStorage::CommitCheckpoint(bool synced, bool writer_stopped) {
 void BookieStorage::CheckpointLoop() {
   mu_.Lock();
   absl::Time next = absl::Now() + options_.checkpoint_interval;
+  absl::Time next_disk_check = absl::Now() + options_.disk_check_interval;
   while (!stopping_) {
-    checkpoint_cv_.WaitWithDeadline(&mu_, next);
+    checkpoint_cv_.WaitWithDeadline(&mu_, std::min(next, next_disk_check));
     if (stopping_) break;
+    if (absl::Now() >= next_disk_check) {
+      mu_.Unlock();
+      CheckDiskUsage();
+      mu_.Lock();
+      next_disk_check = absl::Now() + options_.disk_check_interval;
+      if (stopping_) break;
+    }
     const bool due = bytes_since_checkpoint_ >= options_.checkpoint_bytes ||
                      (absl::Now() >= next && applied_ != checkpoint_);
     if (absl::Now() >= next) next = absl::Now() + options_.checkpoint_interval;
