@@ -23,7 +23,6 @@
 //   ledgerkv server <id> serving on <addr> instance <instance id>
 // Everything else goes to stderr. SIGTERM and SIGINT shut it down cleanly
 // (exit 0).
-#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -173,11 +172,18 @@ struct DiskWatermarkFlags {
   // Sets the fractions, or returns the exit code of a usage error.
   std::optional<int> Apply(const std::string& command, double* high_out, double* low_out) const {
     const int64_t h = high.value_or(95);
-    const int64_t l = low.value_or(std::max<int64_t>(1, h - 5));
-    if (h > 100 || l > 100) return Usage(absl::StrCat(command, ": disk watermarks are percents"));
-    if (l > h) {
+    if (h > 100 || low.value_or(0) > 100) {
+      return Usage(absl::StrCat(command, ": disk watermarks are percents (1-100)"));
+    }
+    if (h == 100) {  // off: the low one does not matter
+      *high_out = 1;
+      return std::nullopt;
+    }
+    const int64_t l = low.value_or(h - 5);
+    if (l < 1 || l >= h) {
       return Usage(absl::StrCat(command, ": --disk-low-watermark (", l,
-                                ") is above --disk-high-watermark (", h, ")"));
+                                ") must be at least 1 and below --disk-high-watermark (", h,
+                                "), so that a disk on the line does not flap"));
     }
     *high_out = static_cast<double>(h) / 100;
     *low_out = static_cast<double>(l) / 100;

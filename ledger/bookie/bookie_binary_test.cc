@@ -275,11 +275,16 @@ TEST(BookieBinaryTest, UsageErrorsExitWithTwo) {
             2);
   // A valid bound passes the flags; the start then fails on the data dir.
   EXPECT_EQ(WEXITSTATUS(run(bookie + "--group-commit-wait-max-us 100000")), 1);
-  // Disk watermarks: percents, the low one not above the high one.
+  // Disk watermarks: percents, the low one below the high one (at the
+  // same value a bookie on the line would flap), unless the high one is
+  // 100 (off).
   EXPECT_EQ(WEXITSTATUS(run(bookie + "--disk-high-watermark 101")), 2);
   EXPECT_EQ(WEXITSTATUS(run(bookie + "--disk-high-watermark 0")), 2);
   EXPECT_EQ(WEXITSTATUS(run(bookie + "--disk-low-watermark 96")), 2);  // above the default 95
   EXPECT_EQ(WEXITSTATUS(run(bookie + "--disk-high-watermark 80 --disk-low-watermark 81")), 2);
+  EXPECT_EQ(WEXITSTATUS(run(bookie + "--disk-high-watermark 80 --disk-low-watermark 80")), 2);
+  EXPECT_EQ(WEXITSTATUS(run(bookie + "--disk-high-watermark 3")), 2);  // low would be -2
+  EXPECT_EQ(WEXITSTATUS(run(bookie + "--disk-high-watermark 80 --disk-low-watermark 70")), 1);
   EXPECT_EQ(WEXITSTATUS(run(bookie + "--disk-high-watermark 100 --disk-low-watermark 97")), 1);
 }
 

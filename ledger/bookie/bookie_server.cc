@@ -149,8 +149,9 @@ absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions 
       wakeup->read_only_changed = true;
       wakeup->cv.Signal();
     });
-    // The storage may have failed before the listener was in place.
-    if (s->storage_->read_only()) {
+    // The state may have changed (a failure, a disk watermark crossed
+    // either way) between Register and the listener: publish it again.
+    {
       absl::MutexLock l(&s->wakeup_->mu);
       s->wakeup_->read_only_changed = true;
     }

@@ -305,7 +305,7 @@ TEST_F(BookieServerTest, RegistrationFollowsTheDiskWatermarkBothWays) {
   EXPECT_EQ(info().state(), v1::WRITABLE);
 
   fs.WaitForQuiet();  // the journal filler is done
-  ASSERT_TRUE(fs.FillLeaving(2 << 20).ok());  // 97%
+  ASSERT_TRUE(fs.FillLeaving(1 << 20).ok());  // 97-98% in use
   ASSERT_TRUE(published(true)) << "the full bookie still registers as writable";
   v1::GetInfoResponse full = info();
   EXPECT_EQ(full.state(), v1::READ_ONLY_STATE);

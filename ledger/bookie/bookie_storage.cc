@@ -60,10 +60,16 @@ BookieStorage::~BookieStorage() { Close(); }
 
 absl::StatusOr<std::unique_ptr<BookieStorage>> BookieStorage::Open(StorageOptions options) {
   if (options.dir.empty()) return absl::InvalidArgumentError("bookie storage: empty data dir");
-  if (!(options.disk_low_watermark > 0 && options.disk_low_watermark <= options.disk_high_watermark &&
-        options.disk_high_watermark <= 1)) {
+  // low < high: at low == high a bookie on the line would flap. high == 1
+  // turns the watermark off, and then low does not matter.
+  const bool watermark_off = options.disk_high_watermark == 1;
+  if (!(options.disk_high_watermark > 0 && options.disk_high_watermark <= 1 &&
+        (watermark_off ||
+         (options.disk_low_watermark > 0 &&
+          options.disk_low_watermark < options.disk_high_watermark)))) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "bookie storage: disk watermarks must satisfy 0 < low <= high <= 1 (low %g, high %g)",
+        "bookie storage: disk watermarks must satisfy 0 < low < high <= 1, or high == 1 "
+        "(low %g, high %g)",
         options.disk_low_watermark, options.disk_high_watermark));
   }
   if (options.disk_check_interval <= absl::ZeroDuration() || options.disk_check_bytes == 0) {
@@ -550,14 +556,17 @@ void BookieStorage::Close() {
   if (!opened) return;
   if (options_.checkpoint_on_close) {
     absl::Status s = absl::OkStatus();
-    if (!options_.sync && !read_only()) s = journal_->Sync();
+    // Only a failure (never a sync retried after a failed one) skips the
+    // final sync and seal; a disk over the watermark still gets both.
+    const bool failed_now = failed();
+    if (!options_.sync && !failed_now) s = journal_->Sync();
     if (s.ok()) {
       absl::MutexLock c(&checkpoint_mu_);
-      s = CommitCheckpoint(/*synced=*/!read_only(), /*writer_stopped=*/true);
+      s = CommitCheckpoint(/*synced=*/!failed_now, /*writer_stopped=*/true);
     }
     if (!s.ok()) {
       absl::FPrintF(stderr, "bookie: checkpoint at close failed: %s\n", s.ToString());
-    } else if (prealloc_ != nullptr && !read_only()) {
+    } else if (prealloc_ != nullptr && !failed_now) {
       // A clean shutdown leaves no zero tail, so a restart cuts nothing.
       // Without this the tail is cut at startup, as after a crash.
       s = prealloc_->Seal();
