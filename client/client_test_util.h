@@ -86,6 +86,13 @@ inline CtlResult RunCtlBinary(const std::vector<std::string>& args,
   }
   std::vector<std::string> argv = {testing::BinaryPath("client/ledgerkvctl")};
   argv.insert(argv.end(), args.begin(), args.end());
+  // Everything the child needs is allocated before the fork: the test
+  // process has gRPC threads, and one of them may hold an allocator lock at
+  // the fork, which the child would then wait for for ever (seen once under
+  // ASan as a test that hung until ctest's timeout).
+  std::vector<char*> cargs;
+  for (auto& a : argv) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
   CtlResult r;
   pid_t pid = fork();
   if (pid == 0) {
@@ -96,9 +103,6 @@ inline CtlResult RunCtlBinary(const std::vector<std::string>& args,
     dup2(in, STDIN_FILENO);
     dup2(out, STDOUT_FILENO);
     dup2(err, STDERR_FILENO);
-    std::vector<char*> cargs;
-    for (auto& a : argv) cargs.push_back(a.data());
-    cargs.push_back(nullptr);
     execv(cargs[0], cargs.data());
     _exit(127);
   }

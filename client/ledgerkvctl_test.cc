@@ -197,8 +197,13 @@ TEST_F(LedgerkvctlTest, ErrorsExitNonZeroWithCodeAndMessage) {
 class SilentKv final : public v1::KV::CallbackService {
  public:
   ~SilentKv() override { FinishAll(); }
+  // Answers the held requests, and from now on every request at once. A
+  // handler can run after its client gave up (a loaded machine, a sanitizer
+  // build): held after this point, it would keep Server::Shutdown waiting
+  // for ever.
   void FinishAll() {
     absl::MutexLock l(&mu_);
+    finishing_ = true;
     for (grpc::ServerUnaryReactor* r : held_) r->Finish(grpc::Status::CANCELLED);
     held_.clear();
   }
@@ -220,10 +225,15 @@ class SilentKv final : public v1::KV::CallbackService {
   grpc::ServerUnaryReactor* Hold(grpc::CallbackServerContext* ctx) {
     grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
     absl::MutexLock l(&mu_);
-    held_.push_back(r);
+    if (finishing_) {
+      r->Finish(grpc::Status::CANCELLED);
+    } else {
+      held_.push_back(r);
+    }
     return r;
   }
   absl::Mutex mu_;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<grpc::ServerUnaryReactor*> held_ ABSL_GUARDED_BY(mu_);
 };
 
