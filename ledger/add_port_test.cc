@@ -447,6 +447,43 @@ TEST(AddPortTest, ASlowBookieThatStillReadsKeepsItsConnectionWhenAnAddTimesOut) 
       << "a connection the bookie reads was closed: " << later.status.error_message();
 }
 
+// The third part of the rule: a bookie that reads slowly, so that requests
+// are still unsent when an add times out with no reply since it was sent,
+// keeps its connection as long as its socket took bytes in the last half of
+// that add's wait (at most 1 s): the add ends alone, DEADLINE_EXCEEDED, and
+// the other calls stay. (Its replies are lost, so no reply clears it.)
+TEST(AddPortTest, ABookieReadingSlowlyKeepsItsConnectionWhileItsSocketTakesBytes) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
+  constexpr int kCalls = 8;  // 64 MiB: seconds to read at the pace below
+  ChannelCall hello;
+  std::vector<ChannelCall> calls(kCalls);
+  const std::unique_ptr<AddChannel> channel = NewAddChannel(*cluster);
+  ASSERT_NO_FATAL_FAILURE(Greet(*channel, &hello));
+  FaultPoints::Get().ArmAlways("bookie.add_port.drop_reply");
+  // The connection's thread pauses 400 ms before each read: it takes what
+  // the socket buffers hold (a few MiB) about twice a second.
+  auto reads = std::make_shared<std::atomic<int>>(0);
+  FaultPoints::Get().Arm("bookie.add_port.stop_reading", [reads](std::string_view) {
+    reads->fetch_add(1);
+    absl::SleepFor(absl::Milliseconds(400));
+    return false;
+  });
+  SendLargeAdds(*channel, &calls, absl::Seconds(2));
+  ASSERT_TRUE(calls[0].done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(calls[0].status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+      << calls[0].status.error_message();
+  ASSERT_GT(channel->queued_bytes_for_test(), 0u)
+      << "every request was sent before the add timed out: the test proves nothing";
+  absl::SleepFor(absl::Milliseconds(500));  // a close would have failed them by now
+  for (int i = 1; i < kCalls; ++i) {
+    EXPECT_FALSE(calls[i].done.HasBeenNotified())
+        << "call " << i << ": a connection the bookie still reads was closed: "
+        << calls[i].status.error_message();
+  }
+  EXPECT_GT(reads->load(), 2);
+}
+
 // A raw TCP connection to 127.0.0.1:port, or -1.
 int Dial(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -590,6 +590,39 @@ TEST_F(StorageFaultTest, DiskOverTheHighWatermarkRefusesAddsTakesFencesAndHealsB
   EXPECT_EQ(read, payload);
 }
 
+// A disk over the watermark is not a failure: a clean Close still cuts
+// the journal's zero-filled tail (a failed bookie skips that, and the
+// final sync of relaxed mode), so the restart has nothing to cut.
+TEST_F(StorageFaultTest, ACleanCloseOverTheWatermarkStillSealsTheJournal) {
+  const std::string mnt = NewTempDir("watermark_close");
+  SmallTmpfs fs;
+  if (absl::Status m = fs.Mount(mnt, 64); !m.ok()) {
+    GTEST_SKIP() << m << " (needs CAP_SYS_ADMIN, as root in CI)";
+  }
+  dir_ = mnt + "/bookie";
+  StorageOptions o = Options();
+  o.checkpoint_on_close = true;
+  o.disk_check_interval = absl::Milliseconds(10);
+  auto s = Open(o);
+  ASSERT_NE(s, nullptr);
+  const std::string payload(2048, 'p');
+  for (int64_t e = 0; e < 10; ++e) ASSERT_EQ(AddWith(*s, 1, e, payload), v1::OK);
+  fs.WaitForQuiet();
+  ASSERT_GT(FileSize(JournalPath(dir_, 1)), s->GetStats().journal_bytes)
+      << "the journal is not preallocated: this test would not exercise the seal";
+  ASSERT_TRUE(fs.FillLeaving(1 << 20).ok());
+  ASSERT_TRUE(AwaitStats(*s, [](const StorageStats& st) { return st.disk_full; }));
+  const uint64_t journal_bytes = s->GetStats().journal_bytes;
+  s->Close();
+  EXPECT_EQ(FileSize(JournalPath(dir_, 1)), journal_bytes) << "the zero tail was left";
+  s.reset();
+
+  ASSERT_TRUE(fs.Free().ok());
+  s = Open(o);
+  ASSERT_NE(s, nullptr);
+  for (int64_t e = 0; e < 10; ++e) ASSERT_EQ(ReadBack(*s, 1, e), v1::OK) << e;
+}
+
 // Between two clock ticks a fast writer could fill the disk: the writer
 // checks every disk_check_bytes it writes. With the clock's check an hour
 // away, 64 KiB adds on a tmpfs with 8 MiB left stop at the watermark
