@@ -455,18 +455,21 @@ TEST(AddPortTest, ASlowBookieThatStillReadsKeepsItsConnectionWhenAnAddTimesOut) 
 TEST(AddPortTest, ABookieReadingSlowlyKeepsItsConnectionWhileItsSocketTakesBytes) {
   ScopedFaultPoints faults;
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
-  constexpr int kCalls = 8;  // 64 MiB: seconds to read at the pace below
+  // 128 MiB. Loopback's socket buffers take up to ~36 MiB at once here
+  // (tcp_rmem up to 32 MiB, tcp_wmem 4 MiB), and the bookie reads at most
+  // 8 MiB per pass: by the 2 s deadline at most ~70 MiB can have left.
+  constexpr int kCalls = 16;
   ChannelCall hello;
   std::vector<ChannelCall> calls(kCalls);
   const std::unique_ptr<AddChannel> channel = NewAddChannel(*cluster);
   ASSERT_NO_FATAL_FAILURE(Greet(*channel, &hello));
   FaultPoints::Get().ArmAlways("bookie.add_port.drop_reply");
-  // The connection's thread pauses 400 ms before each read: it takes what
-  // the socket buffers hold (a few MiB) about twice a second.
+  // The connection's thread pauses 500 ms before each read (at most 8 MiB),
+  // well inside the 1 s the rule allows a socket to take nothing.
   auto reads = std::make_shared<std::atomic<int>>(0);
   FaultPoints::Get().Arm("bookie.add_port.stop_reading", [reads](std::string_view) {
     reads->fetch_add(1);
-    absl::SleepFor(absl::Milliseconds(400));
+    absl::SleepFor(absl::Milliseconds(500));
     return false;
   });
   SendLargeAdds(*channel, &calls, absl::Seconds(2));
