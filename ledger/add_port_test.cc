@@ -455,21 +455,22 @@ TEST(AddPortTest, ASlowBookieThatStillReadsKeepsItsConnectionWhenAnAddTimesOut) 
 TEST(AddPortTest, ABookieReadingSlowlyKeepsItsConnectionWhileItsSocketTakesBytes) {
   ScopedFaultPoints faults;
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
-  // 128 MiB. Loopback's socket buffers take up to ~36 MiB at once here
+  // 160 MiB. Loopback's socket buffers take up to ~36 MiB at once here
   // (tcp_rmem up to 32 MiB, tcp_wmem 4 MiB), and the bookie reads at most
-  // 8 MiB per pass: by the 2 s deadline at most ~70 MiB can have left.
-  constexpr int kCalls = 16;
+  // 8 MiB per pass: by the 2 s deadline at most ~90 MiB can have left.
+  constexpr int kCalls = 20;
   ChannelCall hello;
   std::vector<ChannelCall> calls(kCalls);
   const std::unique_ptr<AddChannel> channel = NewAddChannel(*cluster);
   ASSERT_NO_FATAL_FAILURE(Greet(*channel, &hello));
   FaultPoints::Get().ArmAlways("bookie.add_port.drop_reply");
-  // The connection's thread pauses 500 ms before each read (at most 8 MiB),
-  // well inside the 1 s the rule allows a socket to take nothing.
+  // The connection's thread pauses 300 ms before each read (at most 8 MiB),
+  // well inside the 1 s the rule allows a socket to take nothing (a loaded
+  // machine may add a few hundred ms to a pass).
   auto reads = std::make_shared<std::atomic<int>>(0);
   FaultPoints::Get().Arm("bookie.add_port.stop_reading", [reads](std::string_view) {
     reads->fetch_add(1);
-    absl::SleepFor(absl::Milliseconds(500));
+    absl::SleepFor(absl::Milliseconds(300));
     return false;
   });
   SendLargeAdds(*channel, &calls, absl::Seconds(2));
@@ -485,6 +486,57 @@ TEST(AddPortTest, ABookieReadingSlowlyKeepsItsConnectionWhileItsSocketTakesBytes
         << calls[i].status.error_message();
   }
   EXPECT_GT(reads->load(), 2);
+}
+
+// The first part of the rule: a bookie that stopped reading but answered
+// something after the timed-out add was sent (here an add it had read
+// before and held at its journal) is alive: the add ends alone,
+// DEADLINE_EXCEEDED, and the connection and the other calls stay.
+TEST(AddPortTest, ABookieThatAnsweredSinceTheAddWasSentKeepsItsConnection) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
+  constexpr int kCalls = 4;
+  ChannelCall hello, early;
+  std::vector<ChannelCall> calls(kCalls);
+  const std::unique_ptr<AddChannel> channel = NewAddChannel(*cluster);
+  ASSERT_NO_FATAL_FAILURE(Greet(*channel, &hello));
+  // The journal holds `early` before its sync until released.
+  auto release = std::make_shared<absl::Notification>();
+  auto held = std::make_shared<std::atomic<bool>>(false);
+  FaultPoints::Get().Arm("bookie.journal.before_sync", [release, held](std::string_view) {
+    held->store(true);
+    release->WaitForNotificationWithTimeout(absl::Seconds(30));
+    return false;
+  });
+  absl::Cleanup unblock = [release] {
+    if (!release->HasBeenNotified()) release->Notify();
+  };
+  early.SetEntry(2, 0, "early");
+  AddOn(*channel, &early, absl::Seconds(30));
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (!held->load() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_TRUE(held->load()) << "the early add never reached the journal";
+  // From here on the connection reads nothing.
+  const std::shared_ptr<std::atomic<int>> asked = StopReadingOnceAsked();
+  ASSERT_GT(asked->load(), 0) << "the connection's thread never reached its read decision";
+
+  SendLargeAdds(*channel, &calls, absl::Seconds(2));
+  absl::SleepFor(absl::Milliseconds(300));  // the large adds left
+  release->Notify();                        // the early add's reply comes now
+  ASSERT_TRUE(early.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_TRUE(early.status.ok()) << early.status.error_message();
+
+  ASSERT_TRUE(calls[0].done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(calls[0].status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+      << calls[0].status.error_message();
+  ASSERT_GT(channel->queued_bytes_for_test(), 0u)
+      << "every request was sent before the add timed out: the test proves nothing";
+  absl::SleepFor(absl::Milliseconds(500));  // a close would have failed them by now
+  for (int i = 1; i < kCalls; ++i) {
+    EXPECT_FALSE(calls[i].done.HasBeenNotified())
+        << "call " << i << ": the connection of a bookie that answered was closed: "
+        << calls[i].status.error_message();
+  }
 }
 
 // A raw TCP connection to 127.0.0.1:port, or -1.

@@ -90,7 +90,7 @@ struct StorageOptions {
   // adds are answered READ_ONLY until it is below `disk_low_watermark`
   // again. Fences, GC and reads go on. 1.0 turns it off. Checked every
   // `disk_check_interval`, every `disk_check_bytes` the journal writes, and
-  // at Open. 0 < low <= high <= 1.
+  // at Open. 0 < low < high <= 1, or high == 1 (off; low is then ignored).
   double disk_high_watermark = 0.95;
   double disk_low_watermark = 0.90;
   absl::Duration disk_check_interval = absl::Seconds(1);
