@@ -18,7 +18,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/notification.h"
 #include "base/add_protocol.h"
 #include "base/entry_checksum.h"
@@ -377,6 +376,55 @@ void ExpectTheFirstTimesOutAndTheRestFailAtOnce(std::vector<ChannelCall>& calls)
   }
 }
 
+// What a connection that is kept does to the calls of SendLargeAdds: the
+// first ends DEADLINE_EXCEEDED while requests are still unsent (else the
+// test proves nothing), and the rest still wait some time after (a close
+// would have failed them at once).
+void ExpectTheFirstTimesOutAloneWithRequestsUnsent(AddChannel& channel,
+                                                   std::vector<ChannelCall>& calls) {
+  ASSERT_TRUE(calls[0].done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(calls[0].status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+      << calls[0].status.error_message();
+  ASSERT_GT(channel.queued_bytes_for_test(), 0u)
+      << "every request was sent before the add timed out: the test proves nothing";
+  absl::SleepFor(absl::Milliseconds(500));
+  for (size_t i = 1; i < calls.size(); ++i) {
+    EXPECT_FALSE(calls[i].done.HasBeenNotified())
+        << "call " << i << ": the connection was closed: " << calls[i].status.error_message();
+  }
+}
+
+// Holds the bookies' journal threads before each sync until Release() (at
+// the latest when it is destroyed, so declare it after the cluster).
+class JournalGate {
+ public:
+  JournalGate() {
+    FaultPoints::Get().Arm("bookie.journal.before_sync",
+                           [release = release_, held = held_](std::string_view) {
+                             held->store(true);
+                             release->WaitForNotificationWithTimeout(absl::Seconds(30));
+                             return false;
+                           });
+  }
+  ~JournalGate() { Release(); }
+  JournalGate(const JournalGate&) = delete;
+  JournalGate& operator=(const JournalGate&) = delete;
+
+  // Waits (at most 10 s) until a batch is held; false if none came.
+  bool AwaitHeld() const {
+    const absl::Time until = absl::Now() + absl::Seconds(10);
+    while (!held_->load() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+    return held_->load();
+  }
+  void Release() {
+    if (!release_->HasBeenNotified()) release_->Notify();
+  }
+
+ private:
+  const std::shared_ptr<absl::Notification> release_ = std::make_shared<absl::Notification>();
+  const std::shared_ptr<std::atomic<bool>> held_ = std::make_shared<std::atomic<bool>>(false);
+};
+
 // A bookie that stops reading its add port connection (hung, or its disk
 // stalled with its in-flight bound reached) while the client has more to
 // send: once an add times out with no reply on that connection since it was
@@ -474,17 +522,7 @@ TEST(AddPortTest, ABookieReadingSlowlyKeepsItsConnectionWhileItsSocketTakesBytes
     return false;
   });
   SendLargeAdds(*channel, &calls, absl::Seconds(2));
-  ASSERT_TRUE(calls[0].done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_EQ(calls[0].status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
-      << calls[0].status.error_message();
-  ASSERT_GT(channel->queued_bytes_for_test(), 0u)
-      << "every request was sent before the add timed out: the test proves nothing";
-  absl::SleepFor(absl::Milliseconds(500));  // a close would have failed them by now
-  for (int i = 1; i < kCalls; ++i) {
-    EXPECT_FALSE(calls[i].done.HasBeenNotified())
-        << "call " << i << ": a connection the bookie still reads was closed: "
-        << calls[i].status.error_message();
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectTheFirstTimesOutAloneWithRequestsUnsent(*channel, calls));
   EXPECT_GT(reads->load(), 2);
 }
 
@@ -501,42 +539,20 @@ TEST(AddPortTest, ABookieThatAnsweredSinceTheAddWasSentKeepsItsConnection) {
   const std::unique_ptr<AddChannel> channel = NewAddChannel(*cluster);
   ASSERT_NO_FATAL_FAILURE(Greet(*channel, &hello));
   // The journal holds `early` before its sync until released.
-  auto release = std::make_shared<absl::Notification>();
-  auto held = std::make_shared<std::atomic<bool>>(false);
-  FaultPoints::Get().Arm("bookie.journal.before_sync", [release, held](std::string_view) {
-    held->store(true);
-    release->WaitForNotificationWithTimeout(absl::Seconds(30));
-    return false;
-  });
-  absl::Cleanup unblock = [release] {
-    if (!release->HasBeenNotified()) release->Notify();
-  };
+  JournalGate gate;
   early.SetEntry(2, 0, "early");
   AddOn(*channel, &early, absl::Seconds(30));
-  const absl::Time until = absl::Now() + absl::Seconds(10);
-  while (!held->load() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
-  ASSERT_TRUE(held->load()) << "the early add never reached the journal";
+  ASSERT_TRUE(gate.AwaitHeld()) << "the early add never reached the journal";
   // From here on the connection reads nothing.
   const std::shared_ptr<std::atomic<int>> asked = StopReadingOnceAsked();
   ASSERT_GT(asked->load(), 0) << "the connection's thread never reached its read decision";
 
   SendLargeAdds(*channel, &calls, absl::Seconds(2));
   absl::SleepFor(absl::Milliseconds(300));  // the large adds left
-  release->Notify();                        // the early add's reply comes now
+  gate.Release();                           // the early add's reply comes now
   ASSERT_TRUE(early.done.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_TRUE(early.status.ok()) << early.status.error_message();
-
-  ASSERT_TRUE(calls[0].done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_EQ(calls[0].status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
-      << calls[0].status.error_message();
-  ASSERT_GT(channel->queued_bytes_for_test(), 0u)
-      << "every request was sent before the add timed out: the test proves nothing";
-  absl::SleepFor(absl::Milliseconds(500));  // a close would have failed them by now
-  for (int i = 1; i < kCalls; ++i) {
-    EXPECT_FALSE(calls[i].done.HasBeenNotified())
-        << "call " << i << ": the connection of a bookie that answered was closed: "
-        << calls[i].status.error_message();
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectTheFirstTimesOutAloneWithRequestsUnsent(*channel, calls));
 }
 
 // A raw TCP connection to 127.0.0.1:port, or -1.
@@ -784,18 +800,9 @@ TEST(AddPortTest, RequestsWithTheStorageAreBoundedAcrossConnections) {
     return BookieInfo(cluster->address(0)).add_port_requests() - before;
   };
 
-  // The journal thread holds its first batch before the sync.
-  auto release = std::make_shared<absl::Notification>();
-  auto held = std::make_shared<std::atomic<bool>>(false);
-  FaultPoints::Get().Arm("bookie.journal.before_sync", [release, held](std::string_view) {
-    held->store(true);
-    release->WaitForNotificationWithTimeout(absl::Seconds(30));
-    return false;
-  });
-  // Also when an assertion below ends the test early.
-  absl::Cleanup unblock = [release] {
-    if (!release->HasBeenNotified()) release->Notify();
-  };
+  // The journal thread holds its first batch before the sync (released at
+  // the latest when an assertion below ends the test early).
+  JournalGate gate;
   // 2 MiB each: one read of a connection (at most 8 MiB) takes at most 4.
   auto send_all = [&](int c) {
     for (int i = 0; i < kCalls; ++i) {
@@ -804,9 +811,7 @@ TEST(AddPortTest, RequestsWithTheStorageAreBoundedAcrossConnections) {
     }
   };
   send_all(0);
-  const absl::Time until = absl::Now() + absl::Seconds(10);
-  while (!held->load() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
-  ASSERT_TRUE(held->load()) << "no batch reached the journal";
+  ASSERT_TRUE(gate.AwaitHeld()) << "no batch reached the journal";
   // Whatever the timing, the first connection reads no more once its
   // requests spend the budget (one read: at most 4 of them).
   absl::SleepFor(absl::Milliseconds(500));
@@ -830,7 +835,7 @@ TEST(AddPortTest, RequestsWithTheStorageAreBoundedAcrossConnections) {
   absl::SleepFor(absl::Milliseconds(800));
   EXPECT_EQ(taken(), first);
 
-  release->Notify();
+  gate.Release();
   for (auto& c : calls) {
     for (ChannelCall& call : c) {
       ASSERT_TRUE(call.done.WaitForNotificationWithTimeout(absl::Seconds(30)));
