@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -233,6 +234,15 @@ absl::Status WriteFileAtomically(Env* env, const std::string& path, std::string_
   }
   RETURN_IF_ERROR(env->RenameFile(tmp, path));
   return env->SyncDir(DirName(path));
+}
+
+absl::StatusOr<FileSystemSpace> GetFileSystemSpace(const std::string& path) {
+  struct statvfs fs;
+  if (::statvfs(path.c_str(), &fs) != 0) return absl::ErrnoToStatus(errno, "statvfs " + path);
+  FileSystemSpace space;
+  space.used = static_cast<uint64_t>(fs.f_blocks - fs.f_bfree) * fs.f_frsize;
+  space.available = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  return space;
 }
 
 std::string DirName(const std::string& path) {

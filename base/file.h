@@ -106,4 +106,17 @@ absl::Status WriteFileAtomically(Env* env, const std::string& path, std::string_
 // Returns the directory part of `path` ("." when it has none).
 std::string DirName(const std::string& path);
 
+// Space of the file system holding `path` (statvfs), in bytes, as df counts
+// it: `used` by anyone, `available` to unprivileged users.
+struct FileSystemSpace {
+  uint64_t used = 0;
+  uint64_t available = 0;
+  // used / (used + available): df's Use%, as a fraction.
+  double UsedFraction() const {
+    const double total = static_cast<double>(used) + static_cast<double>(available);
+    return total > 0 ? static_cast<double>(used) / total : 0;
+  }
+};
+absl::StatusOr<FileSystemSpace> GetFileSystemSpace(const std::string& path);
+
 }  // namespace ledgerkv

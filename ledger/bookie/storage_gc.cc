@@ -1,7 +1,5 @@
 // BookieStorage garbage collection: deleting ledgers from the index and
 // reclaiming journal files (delete when dead, compact when mostly dead).
-#include <sys/statvfs.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -212,10 +210,9 @@ absl::StatusOr<BookieStorage::CompactionResult> BookieStorage::CompactJournal(
       to_compact.insert(n);
       copy_bytes += l;
     }
-    struct statvfs fs;
     const uint64_t need = 2 * copy_bytes + (uint64_t{64} << 20);
-    if (::statvfs(options_.dir.c_str(), &fs) == 0) {
-      const uint64_t available = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+    if (absl::StatusOr<FileSystemSpace> space = GetFileSystemSpace(options_.dir); space.ok()) {
+      const uint64_t available = space->available;
       if (available < need) {
         absl::FPrintF(stderr,
                       "bookie: gc: not compacting %d journal files: %d bytes free, want %d "

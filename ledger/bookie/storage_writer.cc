@@ -1,9 +1,6 @@
 // BookieStorage's write path: request queueing, the group-commit writer
 // thread, read-only mode and checkpoints.
-#include <sys/statvfs.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <iterator>
 #include <utility>
@@ -569,28 +566,23 @@ void BookieStorage::UpdateReadOnlyFlagLocked() {
 }
 
 void BookieStorage::CheckDiskUsage() {
-  struct statvfs fs;
-  const int rc = ::statvfs(options_.dir.c_str(), &fs);
-  const int err = errno;
+  const absl::StatusOr<FileSystemSpace> space = GetFileSystemSpace(options_.dir);
   std::function<void()> listener;
   std::string message;
   {
     absl::MutexLock l(&mu_);
     ++disk_checks_;
-    // used / (used + available to unprivileged users): df's Use%.
-    const double used = rc == 0 ? static_cast<double>(fs.f_blocks - fs.f_bfree) : 0;
-    const double usable = rc == 0 ? used + static_cast<double>(fs.f_bavail) : 0;
-    if (rc != 0 || usable <= 0) {
+    if (!space.ok() || space->used + space->available == 0) {
       // Leaves the state as it is: a check that cannot see the disk says
       // nothing about it. Logged once.
       if (!disk_check_error_logged_) {
         disk_check_error_logged_ = true;
         message = absl::StrFormat("bookie: cannot check the disk usage of %s: %s", options_.dir,
-                                  rc != 0 ? absl::ErrnoToStatus(err, "statvfs").ToString()
-                                          : "the file system reports no blocks");
+                                  space.ok() ? "the file system reports no blocks"
+                                             : space.status().ToString());
       }
     } else {
-      disk_usage_ = used / usable;
+      disk_usage_ = space->UsedFraction();
       const bool was = read_only_ || disk_full_;
       if (!disk_full_ && options_.disk_high_watermark < 1 &&
           disk_usage_ >= options_.disk_high_watermark) {
