@@ -32,7 +32,11 @@ std::string RangeJson(const v1::RangeInfo& ri) {
                       ",\"revision\":", ri.revision(), ",\"key_count\":", ri.key_count(),
                       ",\"bytes\":", ri.bytes(), ",\"log_first_seqno\":", ri.log_first_seqno(),
                       ",\"log_last_seqno\":", ri.log_last_seqno(),
-                      ",\"snapshot_seqno\":", ri.snapshot_seqno(), ",\"epoch\":", ri.epoch(), "}");
+                      ",\"snapshot_seqno\":", ri.snapshot_seqno(), ",\"epoch\":", ri.epoch(),
+                      ri.writes_refused().empty()
+                          ? std::string()
+                          : absl::StrCat(",\"writes_refused\":", JsonQuote(ri.writes_refused())),
+                      "}");
 }
 
 }  // namespace
@@ -161,7 +165,12 @@ std::string FormatRanges(const std::string& table,
       absl::StrAppend(&out, "range ", ri.range_id(), " [\"", absl::CHexEscape(ri.start()),
                       "\", \"", absl::CHexEscape(ri.end()), "\") owner=", ri.owner(),
                       " revision=", ri.revision(), " keys=", ri.key_count(),
-                      " bytes=", ri.bytes(), " epoch=", ri.epoch(), "\n");
+                      " bytes=", ri.bytes(), " epoch=", ri.epoch(),
+                      ri.writes_refused().empty()
+                          ? std::string()
+                          : absl::StrCat(" writes_refused=\"", absl::CHexEscape(ri.writes_refused()),
+                                         "\""),
+                      "\n");
     }
     return out;
   }

@@ -43,6 +43,7 @@ void AdminService::FillRanges(const meta::TableMetadata& table,
     info->set_log_last_seqno(stats->applied_seqno);
     info->set_snapshot_seqno(stats->snapshot_seqno);
     info->set_epoch(stats->epoch);
+    info->set_writes_refused(stats->writes_refused);
   }
 }
 

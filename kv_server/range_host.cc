@@ -136,7 +136,7 @@ absl::Status RangeHost::OpenTable(const meta::TableMetadata& table) {
   return first;
 }
 
-absl::Status RangeHost::OpenSlot(uint64_t id) {
+absl::Status RangeHost::OpenSlot(uint64_t id, std::unique_ptr<wal::LogWriter> log) {
   RangeOptions options = options_.range;
   RangeDescriptor descriptor;
   uint64_t generation;
@@ -164,7 +164,9 @@ absl::Status RangeHost::OpenSlot(uint64_t id) {
   options.on_failed = [this, id, generation](const absl::Status& why) {
     OnFailed(id, generation, why);
   };
-  absl::StatusOr<std::unique_ptr<Range>> opened = Range::Open(options, descriptor);
+  absl::StatusOr<std::unique_ptr<Range>> opened =
+      log != nullptr ? Range::Open(options, descriptor, std::move(log))
+                     : Range::Open(options, descriptor);
 
   std::shared_ptr<Range> unwanted;
   absl::Status result = opened.status();
@@ -234,9 +236,77 @@ void RangeHost::OnFailed(uint64_t id, uint64_t generation, const absl::Status& w
     return;
   }
   if (slot.state != State::kServing) return;
-  to_close_.push_back(std::move(slot.range));
-  slot.range.reset();
+  if (slot.range->ServingReadsOnly()) {
+    // Its local state is whole and nobody else writes: it answers reads
+    // (and refuses writes, retry-safe) until a new log is open.
+    absl::FPrintF(stderr,
+                  "ledgerkv: range %d of table %s still answers reads; writes wait for a new log\n",
+                  id, slot.descriptor.table);
+  } else {
+    to_close_.push_back(std::move(slot.range));
+    slot.range.reset();
+  }
   FailLocked(slot, why);
+}
+
+void RangeHost::ReopenSlotLocked(uint64_t id) {
+  Slot& slot = slots_.at(id);
+  // kOpening from here: Release and DestroyRange wait for the attempt (a
+  // log opened while the range is destroyed would outlive it), and
+  // Serving still hands out a failed instance that answers reads.
+  slot.state = State::kOpening;
+  std::shared_ptr<Range> readable = slot.range;
+  std::unique_ptr<wal::LogWriter> log;
+  if (readable != nullptr) {
+    const std::string table = slot.descriptor.table;
+    mu_.Unlock();
+    // Cluster mode: a range that moved (or a lease in doubt) is not fenced
+    // from here; OpenSlot below drops it after closing the instance.
+    const bool may = !options_.may_open || options_.may_open(id);
+    absl::StatusOr<std::unique_ptr<wal::LogWriter>> opened =
+        may ? wal::LogWriter::Open(options_.range.log, LogName(id))
+            : absl::StatusOr<std::unique_ptr<wal::LogWriter>>(nullptr);
+    mu_.Lock();
+    if (shutdown_) {
+      // Shutdown (waiting for this thread) closes the instance.
+      if (opened.ok() && *opened != nullptr) {
+        mu_.Unlock();
+        IgnoreError((*opened)->Close());
+        opened->reset();
+        mu_.Lock();
+      }
+      return;
+    }
+    Slot& again = slots_.at(id);  // nobody removes a slot in kOpening
+    if (!opened.ok()) {
+      // UNAVAILABLE: still no writable bookie, or the store failing; the
+      // instance keeps answering reads. Anything else may mean another
+      // writer has the log (ABORTED: opened concurrently; NOT_FOUND: being
+      // deleted): stop answering.
+      const bool keep = absl::IsUnavailable(opened.status()) && again.range != nullptr;
+      absl::FPrintF(stderr, "ledgerkv: range %d of table %s: its log cannot be opened (%s): %s\n",
+                    id, table,
+                    keep ? "reads are still answered; will retry" : "stopped answering reads",
+                    opened.status().ToString());
+      if (!keep && again.range != nullptr) to_close_.push_back(std::move(again.range));
+      FailLocked(again, opened.status());
+      return;
+    }
+    log = std::move(*opened);
+    again.range.reset();
+    BeginClosingLocked(id);
+  }
+  mu_.Unlock();
+  if (readable != nullptr) {
+    // Its local DB must be closed before the new instance opens it. Its log
+    // failed already, so closing writes nothing to it.
+    IgnoreError(readable->Close());
+    readable.reset();
+    absl::MutexLock l(&mu_);
+    EndClosingLocked(id);
+  }
+  IgnoreError(OpenSlot(id, std::move(log)));  // logs its own failure
+  mu_.Lock();
 }
 
 void RangeHost::ReopenLoop() {
@@ -267,10 +337,7 @@ void RangeHost::ReopenLoop() {
       next = std::min(next, slot.retry_at);
     }
     if (due != 0) {
-      slots_.at(due).state = State::kOpening;
-      mu_.Unlock();
-      IgnoreError(OpenSlot(due));  // logs its own failure
-      mu_.Lock();
+      ReopenSlotLocked(due);
       continue;
     }
     cv_.WaitWithDeadline(&mu_, next);
@@ -285,10 +352,17 @@ absl::Status RangeHost::DestroyRange(const meta::RangeMetadata& range) {
   std::vector<std::shared_ptr<Range>> stale;
   {
     absl::MutexLock l(&mu_);
+    serving = TakeReadableWhileOpeningLocked(id);
+  }
+  CloseTaken(id, std::move(serving));
+  {
+    absl::MutexLock l(&mu_);
     // An open in progress would recreate the log: let it finish first. A
     // sweep removing the directory too: let it finish (one remover at a
     // time). And a close in progress (a failed instance on the reopen
-    // thread, a release): its RocksDB still uses the directory.
+    // thread, a release): its RocksDB still uses the directory. A failed
+    // instance still answering reads during a reopen attempt is closed
+    // first (CloseTaken, above this block).
     while (sweeping_.contains(id) || closing_.contains(id) ||
            (slots_.contains(id) && slots_.at(id).state == State::kOpening)) {
       cv_.Wait(&mu_);
@@ -364,8 +438,32 @@ void RangeHost::Adopt(const RangeDescriptor& descriptor) {
   cv_.SignalAll();
 }
 
+std::shared_ptr<Range> RangeHost::TakeReadableWhileOpeningLocked(uint64_t id) {
+  auto it = slots_.find(id);
+  if (it == slots_.end() || it->second.state != State::kOpening || it->second.range == nullptr) {
+    return nullptr;
+  }
+  BeginClosingLocked(id);
+  return std::move(it->second.range);
+}
+
+void RangeHost::CloseTaken(uint64_t id, std::shared_ptr<Range> range) {
+  if (range == nullptr) return;
+  IgnoreError(range->Close());  // its log failed already
+  range.reset();
+  absl::MutexLock l(&mu_);
+  EndClosingLocked(id);
+}
+
 void RangeHost::Release(uint64_t range_id) {
   std::shared_ptr<Range> serving;
+  {
+    absl::MutexLock l(&mu_);
+    serving = TakeReadableWhileOpeningLocked(range_id);
+  }
+  // It stops answering now, not once the reopen attempt (up to an RPC
+  // timeout against silent bookies) ends: the lease may be gone already.
+  CloseTaken(range_id, std::move(serving));
   {
     absl::MutexLock l(&mu_);
     while (slots_.contains(range_id) && slots_.at(range_id).state == State::kOpening) {
@@ -505,7 +603,12 @@ absl::StatusOr<std::shared_ptr<Range>> RangeHost::Serving(const meta::TableMetad
   {
     absl::MutexLock l(&mu_);
     auto it = slots_.find(spec.range_id());
-    if (it != slots_.end() && it->second.state == State::kServing) return it->second.range;
+    if (it != slots_.end() && it->second.range != nullptr) {
+      // Serving, or failed with an instance that still answers reads (and
+      // refuses writes, retry-safe, with the log's failure): kFailed, or
+      // kOpening while the reopen thread tries to open a new log.
+      return it->second.range;
+    }
     if (shutdown_) {
       why = "shutting down";
     } else if (it == slots_.end()) {

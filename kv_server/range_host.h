@@ -38,6 +38,9 @@ class LedgerClient;
 namespace ledgerkv::snapshot {
 class SnapshotStore;
 }
+namespace ledgerkv::wal {
+class LogWriter;
+}
 
 namespace ledgerkv::kv {
 
@@ -198,7 +201,11 @@ class RangeHost final : public RangeLocator {
   struct Slot {
     RangeDescriptor descriptor;
     State state = State::kOpening;
-    std::shared_ptr<Range> range;  // set while kServing
+    // Set while kServing, and while kFailed if the failed instance still
+    // answers reads (Range::ServingReadsOnly): it stays, also in kOpening
+    // while the reopen thread tries the range's log, until a new log is
+    // open (ReopenSlotLocked) or the slot is released or destroyed.
+    std::shared_ptr<Range> range;
     absl::Status error;            // last failure
     absl::Time retry_at;
     absl::Duration backoff;
@@ -212,9 +219,23 @@ class RangeHost final : public RangeLocator {
   // Adds a slot in kOpening unless the range is known already; returns
   // whether the caller should open it.
   bool AddSlot(const RangeDescriptor& descriptor) ABSL_LOCKS_EXCLUDED(mu_);
-  // Opens the range of slot `id` (in kOpening) and moves it to kServing or
-  // kFailed. Blocks.
-  absl::Status OpenSlot(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Opens the range of slot `id` (in kOpening, with no instance) and moves
+  // it to kServing or kFailed. Blocks. `log`: the range's log, already
+  // opened for writing (Range::Open's overload), or null.
+  absl::Status OpenSlot(uint64_t id, std::unique_ptr<wal::LogWriter> log = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The reopen thread's attempt for slot `id` (kFailed, due), called and
+  // returning with mu_ held. A failed instance still answering reads keeps
+  // answering them until the range's log opens: only then is it closed and
+  // the range opened over that log. Without one, plain OpenSlot.
+  void ReopenSlotLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // For Release and DestroyRange: the failed instance still answering reads
+  // of slot `id` while the reopen thread tries its log (kOpening), taken
+  // out (counted in closing_) so that it stops answering at once; null if
+  // there is none. CloseTaken closes it and ends the count.
+  std::shared_ptr<Range> TakeReadableWhileOpeningLocked(uint64_t id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CloseTaken(uint64_t id, std::shared_ptr<Range> range) ABSL_LOCKS_EXCLUDED(mu_);
   void OnFailed(uint64_t id, uint64_t generation, const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
   void FailLocked(Slot& slot, const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits until SweepLocalDirs is not removing range `id`'s directory.

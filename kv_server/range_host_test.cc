@@ -1,8 +1,10 @@
-// RangeHost::SweepLocalDirs against real parts (in-process bookies, the
-// embedded store, a real RocksDB per range): the local directory of a range
-// no table references is removed, and nothing else is (a range open here,
-// a referenced range's warm cache, entries not named like a range dir,
-// files and symlinks).
+// RangeHost against real parts (in-process bookies, the embedded store, a
+// real RocksDB per range):
+//  - SweepLocalDirs: the local directory of a range no table references is
+//    removed, and nothing else is (a range open here, a referenced range's
+//    warm cache, entries not named like a range dir, files and symlinks);
+//  - reopening: a range whose log cannot be written keeps answering reads
+//    until its log opens again, then takes writes again by itself.
 #include "kv_server/range_host.h"
 
 #include <unistd.h>
@@ -14,12 +16,16 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kv_server/catalog.h"
+#include "kv_server/retry.h"
 #include "ledger/ledger_test_util.h"
+#include "wal/log_metadata.h"
 
 namespace ledgerkv::kv {
 namespace {
@@ -208,6 +214,108 @@ TEST_F(RangeHostSweepTest, MissingRangesDirIsNotAnErrorAndShutDownHostRefuses) {
   swept = host_->SweepLocalDirs({});
   EXPECT_TRUE(absl::IsUnavailable(swept.status())) << swept.status();
   EXPECT_TRUE(Exists(Dir(12345))) << "a shut-down host removed a directory";
+}
+
+class RangeHostReopenTest : public RangeHostSweepTest {
+ protected:
+  absl::StatusOr<ledgerkv::v1::PutResponse> PutVia(const std::string& key,
+                                                   const std::string& value) {
+    ASSIGN_OR_RETURN(std::shared_ptr<Range> range, host_->Lookup("t", key));
+    ledgerkv::v1::PutRequest put;
+    put.set_table("t");
+    put.set_key(key);
+    put.set_value(value);
+    absl::Notification done;
+    absl::StatusOr<ledgerkv::v1::PutResponse> out = absl::UnknownError("no answer");
+    range->Put(put, [&](absl::StatusOr<ledgerkv::v1::PutResponse> r) {
+      out = std::move(r);
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return out;
+  }
+  absl::StatusOr<std::string> GetVia(const std::string& key) {
+    ASSIGN_OR_RETURN(std::shared_ptr<Range> range, host_->Lookup("t", key));
+    ledgerkv::v1::GetRequest get;
+    get.set_table("t");
+    get.set_key(key);
+    ASSIGN_OR_RETURN(ledgerkv::v1::GetResponse got, range->Get(get));
+    return got.found() ? got.kv().value() : std::string("<absent>");
+  }
+};
+
+// The full-disk case of a standalone server, with the bookie stopped
+// instead: reads never stop while the host retries (each retry opens the
+// log first and closes the readable instance only once that worked), and
+// writes come back by themselves once the bookie does.
+TEST_F(RangeHostReopenTest, ARangeWhoseLogCannotBeWrittenAnswersReadsUntilItsLogOpensAgain) {
+  ASSERT_NO_FATAL_FAILURE(StartHost());
+  const uint64_t id = OpenNewTable("t");
+  ASSERT_NE(id, 0u);
+  wal::LogOptions log;
+  log.client = client_.get();
+  log.metadata = cluster_->store();
+  auto epoch = [&]() -> uint64_t {
+    auto got = wal::GetLogMetadata(log, absl::StrCat("range-", id));
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? got->epoch() : 0;
+  };
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(PutVia(absl::StrCat("k", i), absl::StrCat(i)).ok()) << i;
+  }
+  auto before = host_->Lookup("t", "k");
+  ASSERT_TRUE(before.ok()) << before.status();
+
+  cluster_->StopBookie(0);
+  auto lost = PutVia("late", "x");
+  ASSERT_FALSE(lost.ok()) << "a put was acknowledged with its only bookie stopped";
+  EXPECT_TRUE(absl::IsUnavailable(lost.status())) << lost.status();
+
+  // ~2 s: the reopen thread tries again about 0.1, 0.3, 0.7 and 1.5 s after
+  // the failure (backoff doubling from 100 ms), each time raising the log's
+  // epoch and failing to recover it. Not one read may fail meanwhile.
+  const uint64_t epoch_at_failure = epoch();
+  int reads = 0;
+  const absl::Time until = absl::Now() + absl::Seconds(2);
+  while (absl::Now() < until) {
+    const int i = reads % 10;
+    auto got = GetVia(absl::StrCat("k", i));
+    ASSERT_TRUE(got.ok()) << "read " << reads << " failed while the log was down: "
+                          << got.status();
+    ASSERT_EQ(*got, absl::StrCat(i));
+    ++reads;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_GE(epoch(), epoch_at_failure + 2) << "the host did not try to reopen the range";
+  auto stats = host_->Stats(id);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_FALSE(stats->serving);
+  EXPECT_TRUE(absl::StrContains(stats->writes_refused, "log failed")) << stats->writes_refused;
+  auto absent = GetVia("late");
+  ASSERT_TRUE(absent.ok()) << absent.status();
+  EXPECT_EQ(*absent, "<absent>") << "an unacknowledged put is visible";
+  auto refused = PutVia("k0", "y");
+  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+  EXPECT_TRUE(IsRetrySafe(refused.status())) << refused.status();
+
+  // The bookie back: writes succeed again without a restart, on a new
+  // instance over a new log, with every acknowledged write.
+  ASSERT_TRUE(cluster_->RestartBookie(0).ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  absl::StatusOr<ledgerkv::v1::PutResponse> again = PutVia("k10", "10");
+  while (!again.ok() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+    again = PutVia("k10", "10");
+  }
+  ASSERT_TRUE(again.ok()) << again.status();
+  auto after = host_->Lookup("t", "k");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_NE(after->get(), before->get()) << "writes resumed without a reopen";
+  for (int i = 0; i <= 10; ++i) {
+    auto got = GetVia(absl::StrCat("k", i));
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, absl::StrCat(i)) << i;
+  }
 }
 
 }  // namespace

@@ -22,6 +22,10 @@
 #include "snapshot/snapshot_options.h"
 #include "wal/log_options.h"
 
+namespace ledgerkv::wal {
+class LogWriter;
+}
+
 namespace ledgerkv::kv {
 
 // What the range covers: keys in [start, end) of `table`; an empty `end` is
@@ -77,6 +81,8 @@ struct RangeStats {
   int64_t replayed_records = 0; // records replayed by Open
   std::string recovered_from;   // "local", "snapshot <ledger>", "empty"
   bool serving = false;
+  // While ServingReadsOnly: why writes are refused (the log's failure).
+  std::string writes_refused;
 };
 
 struct ScanSpec {
@@ -112,6 +118,14 @@ class Range {
   // corrupt log records), INVALID_ARGUMENT (options).
   static absl::StatusOr<std::unique_ptr<Range>> Open(const RangeOptions& options,
                                                      const RangeDescriptor& descriptor);
+  // The same with the range's log already opened for writing by the
+  // caller (wal::LogWriter::Open of "range-<id>" with options.log): used to
+  // reopen a range whose previous instance, still answering reads
+  // (ServingReadsOnly), must stay open until a new log is certain. The
+  // caller must have closed that instance first (its local DB).
+  static absl::StatusOr<std::unique_ptr<Range>> Open(const RangeOptions& options,
+                                                     const RangeDescriptor& descriptor,
+                                                     std::unique_ptr<wal::LogWriter> log);
 
   // Stops as a crash would (pending writes fail with UNAVAILABLE; they may
   // be in the log). Prefer Close.
@@ -133,7 +147,10 @@ class Range {
   virtual void Increment(const ledgerkv::v1::IncrementRequest& request,
                          Callback<ledgerkv::v1::IncrementResponse> done) = 0;
 
-  // Reads of applied state (every acknowledged write is visible).
+  // Reads of applied state (every acknowledged write is visible). Still
+  // answered after the log failed for a reason other than a fence
+  // (ServingReadsOnly); refused (UNAVAILABLE) once the range is fenced,
+  // closing or closed.
   virtual absl::StatusOr<ledgerkv::v1::GetResponse> Get(
       const ledgerkv::v1::GetRequest& request) = 0;
   virtual absl::StatusOr<ScanResult> Scan(const ScanSpec& spec) = 0;
@@ -147,6 +164,15 @@ class Range {
   // Takes a snapshot now and truncates the log below the oldest retained
   // one (tests, admin). Blocks.
   virtual absl::Status SnapshotNow() = 0;
+
+  // True once the range stopped taking writes because its log failed for a
+  // reason other than a fence (bookies full, unreachable or read-only; the
+  // metadata store failing), while it still answers reads: its local state
+  // holds every acknowledged write, and no other owner can have written,
+  // since a new owner fences the log first (and in cluster mode reads stay
+  // behind the lease check). docs/range-server.md, "Reads while the log
+  // cannot be written".
+  virtual bool ServingReadsOnly() const = 0;
 
   virtual const RangeDescriptor& descriptor() const = 0;
   virtual RangeStats stats() const = 0;

@@ -288,7 +288,7 @@ void RangeImpl::OnLogDone(uint64_t id, absl::StatusOr<uint64_t> seqno) {
     // What the log acknowledged before the error is applied and answered
     // first, as if the error had come in a later run.
     ApplyAcknowledged();
-    Fail(seqno.status());
+    Fail(seqno.status(), /*log_failure=*/true);
     return;
   }
   std::shared_ptr<PendingWrite> write;
@@ -353,7 +353,7 @@ void RangeImpl::ApplyAcknowledged() {
   }
 }
 
-void RangeImpl::Fail(const absl::Status& cause) {
+void RangeImpl::Fail(const absl::Status& cause, bool log_failure) {
   std::deque<std::shared_ptr<PendingWrite>> failed;
   absl::Status why;
   {
@@ -374,6 +374,10 @@ void RangeImpl::Fail(const absl::Status& cause) {
           absl::StrCat("range ", descriptor_.range_id, ": log failed (", cause.ToString(), ")"));
     }
     failure_ = why;
+    // Every acknowledged write is applied (ApplyAcknowledged ran first, and
+    // a write is answered only once applied), so the local state is still
+    // the range's whole state. Not after a fence: a newer owner may write.
+    reads_after_failure_ = log_failure && !fenced && !destroying_;
     failed.swap(pending_);
     // None of the pending view was applied; the next owner replays
     // whatever of it reached the log.
@@ -392,10 +396,15 @@ void RangeImpl::Fail(const absl::Status& cause) {
 // ---------------------------------------------------------------------------
 // Reads
 
+bool RangeImpl::ServingReadsOnly() const {
+  absl::MutexLock l(&mu_);
+  return failed_ && reads_after_failure_ && !closing_;
+}
+
 absl::Status RangeImpl::CheckReadable(ledgerkv::v1::ReadConsistency consistency) const {
   {
     absl::MutexLock l(&mu_);
-    RETURN_IF_ERROR(RefusalLocked());
+    if (!(failed_ && reads_after_failure_ && !closing_)) RETURN_IF_ERROR(RefusalLocked());
   }
   if (consistency == ledgerkv::v1::LINEARIZABLE && options_.linearizable_read_check) {
     RETURN_IF_ERROR(options_.linearizable_read_check());
@@ -623,6 +632,9 @@ RangeStats RangeImpl::stats() const {
   stats.snapshots_taken = snapshots_taken_;
   stats.snapshot_failures = snapshot_failures_;
   stats.serving = RefusalLocked().ok();
+  if (failed_ && reads_after_failure_ && !closing_) {
+    stats.writes_refused = std::string(failure_.message());
+  }
   return stats;
 }
 

@@ -71,6 +71,7 @@ class RangeImpl final : public Range {
   absl::StatusOr<ScanResult> Scan(const ScanSpec& spec) override;
   absl::Status Close() override;
   absl::Status SnapshotNow() override;
+  bool ServingReadsOnly() const override;
   const RangeDescriptor& descriptor() const override { return descriptor_; }
   RangeStats stats() const override;
 
@@ -110,7 +111,9 @@ class RangeImpl final : public Range {
   void ApplyAcknowledged();
   // The log (or the local DB) failed for good: every pending and later
   // write fails with UNAVAILABLE; on_failed is called once.
-  void Fail(const absl::Status& cause) ABSL_LOCKS_EXCLUDED(mu_);
+  // `log_failure`: the log failed (not the local DB, not an internal
+  // check); unless it was fenced, reads are still answered afterwards.
+  void Fail(const absl::Status& cause, bool log_failure = false) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Non-OK when the range takes no more requests (closing, or failed).
   absl::Status RefusalLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -169,6 +172,8 @@ class RangeImpl final : public Range {
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  // Failed, but reads are still answered (ServingReadsOnly).
+  bool reads_after_failure_ ABSL_GUARDED_BY(mu_) = false;
   bool destroying_ ABSL_GUARDED_BY(mu_) = false;
   bool notify_failed_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_threads_ ABSL_GUARDED_BY(mu_) = false;

@@ -122,6 +122,12 @@ absl::StatusOr<int64_t> Replay(const RangeOptions& options, const RangeDescripto
 
 absl::StatusOr<std::unique_ptr<Range>> Range::Open(const RangeOptions& options,
                                                    const RangeDescriptor& descriptor) {
+  return Open(options, descriptor, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<Range>> Range::Open(const RangeOptions& options,
+                                                   const RangeDescriptor& descriptor,
+                                                   std::unique_ptr<wal::LogWriter> opened_log) {
   RETURN_IF_ERROR(CheckOptions(options, descriptor));
   const uint64_t id = descriptor.range_id;
   ASSIGN_OR_RETURN(std::unique_ptr<snapshot::SnapshotStore> snapshots,
@@ -132,9 +138,11 @@ absl::StatusOr<std::unique_ptr<Range>> Range::Open(const RangeOptions& options,
   // before it could fence the log of a range this process still serves.
   ASSIGN_OR_RETURN(std::unique_ptr<LocalStore> local, LocalStore::Open(options.data_dir));
 
-  // 1. Fence any previous owner. The log ends at E.
-  ASSIGN_OR_RETURN(std::unique_ptr<wal::LogWriter> writer,
-                   wal::LogWriter::Open(options.log, LogName(id)));
+  // 1. Fence any previous owner (unless the caller did). The log ends at E.
+  std::unique_ptr<wal::LogWriter> writer = std::move(opened_log);
+  if (writer == nullptr) {
+    ASSIGN_OR_RETURN(writer, wal::LogWriter::Open(options.log, LogName(id)));
+  }
   const uint64_t log_end = writer->first_seqno() - 1;
   const meta::v1::LogMetadata log = writer->metadata();
   const uint64_t log_first = log.segments_size() > 0 ? log.segments(0).first_seqno() : 1;

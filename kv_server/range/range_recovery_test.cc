@@ -504,6 +504,119 @@ TEST_F(RangeTest, NewOwnerFencesTheOldOneWhoseWritesFailAndNothingIsAppliedTwice
   EXPECT_EQ(again->stats().revision, n + 1);
 }
 
+// A log that can no longer be written (here: two of the three bookies of
+// its ensemble gone, no spare) stops the range's writes but not its reads:
+// its local state holds every acknowledged write and no other owner can
+// write without fencing the log first. The fence case (reads refused) is
+// NewOwnerFencesTheOldOneWhoseWritesFailAndNothingIsAppliedTwice above.
+TEST_F(RangeTest, ALogThatCannotBeWrittenStopsWritesButReadsGoOn) {
+  RangeOptions options = Options();
+  std::atomic<int> failures{0};
+  options.on_failed = [&](const absl::Status&) { ++failures; };
+  std::atomic<bool> lease_valid{true};
+  options.linearizable_read_check = [&]() -> absl::Status {
+    if (lease_valid.load()) return absl::OkStatus();
+    return absl::UnavailableError("lease not certainly valid");
+  };
+  LKV_ASSIGN_OR_FAIL(auto range, Open(options));
+  for (int i = 0; i < 20; ++i) LKV_ASSERT_OK(Put(*range, absl::StrCat("k", i), absl::StrCat(i)));
+  LKV_ASSERT_OK(Increment(*range, "counter", 5));
+  const int64_t revision = range->stats().revision;
+  EXPECT_FALSE(range->ServingReadsOnly());
+
+  // Puts in flight while two bookies stop: some are acknowledged, the rest
+  // fail when the log does (an add reaches one bookie, Qa is 2).
+  constexpr int kPuts = 300;
+  absl::Mutex mu;
+  std::vector<int> acked;
+  std::vector<absl::Status> errors;
+  int answered = 0;
+  for (int i = 0; i < kPuts; ++i) {
+    range->Put(PutReq(absl::StrCat("p", i), absl::StrCat("v", i)),
+               [&, i](absl::StatusOr<v1::PutResponse> r) {
+                 absl::MutexLock l(&mu);
+                 ++answered;
+                 if (r.ok()) {
+                   acked.push_back(i);
+                 } else {
+                   errors.push_back(r.status());
+                 }
+               });
+    if (i == kPuts / 2) {
+      cluster_->StopBookie(1);
+      cluster_->StopBookie(2);
+    }
+    absl::SleepFor(absl::Microseconds(100));  // spread over many log batches
+  }
+  {
+    absl::MutexLock l(&mu);
+    auto all = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu) { return answered == kPuts; };
+    mu.Await(absl::Condition(&all));
+  }
+  ASSERT_FALSE(errors.empty()) << "every put was acknowledged with one bookie of Qa 2 left";
+  for (const absl::Status& e : errors) {
+    EXPECT_EQ(e.code(), StatusCode::kUnavailable) << e;
+  }
+  std::cerr << acked.size() << " of " << kPuts << " puts acknowledged\n";
+
+  ASSERT_TRUE(range->ServingReadsOnly());
+  EXPECT_FALSE(range->stats().serving);
+  EXPECT_FALSE(range->stats().writes_refused.empty());
+  // Reads: exactly the acknowledged writes, at a revision that counts them.
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(GetValue(*range, absl::StrCat("k", i)), absl::StrCat(i)) << i;
+  }
+  EXPECT_EQ(GetValue(*range, "counter"), "5");
+  const std::set<int> acked_set(acked.begin(), acked.end());
+  for (int i = 0; i < kPuts; ++i) {
+    if (acked_set.contains(i)) {
+      EXPECT_EQ(GetValue(*range, absl::StrCat("p", i)), absl::StrCat("v", i)) << i;
+    } else {
+      EXPECT_EQ(GetValue(*range, absl::StrCat("p", i)), std::nullopt)
+          << "put " << i << " failed but is visible";
+    }
+  }
+  LKV_ASSIGN_OR_FAIL(ScanResult all, range->Scan(ScanSpec{}));
+  EXPECT_EQ(all.count, 21 + static_cast<int64_t>(acked.size()));
+  EXPECT_EQ(all.revision, revision + static_cast<int64_t>(acked.size()));
+  v1::GetRequest get;
+  get.set_key("k1");
+  get.set_consistency(v1::SERIALIZABLE);
+  LKV_ASSIGN_OR_FAIL(auto serializable, range->Get(get));
+  EXPECT_EQ(serializable.kv().value(), "1");
+  // The lease check still guards linearizable reads.
+  lease_valid = false;
+  get.set_consistency(v1::LINEARIZABLE);
+  EXPECT_EQ(range->Get(get).status().code(), StatusCode::kUnavailable);
+  lease_valid = true;
+
+  // Writes are refused before they reach the log: retry-safe.
+  auto refused = Increment(*range, "counter", 1);
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status();
+  EXPECT_TRUE(refused.status().GetPayload("ledgerkv-retry-safe").has_value()) << refused.status();
+  EXPECT_EQ(GetValue(*range, "counter"), "5");
+  for (int i = 0; i < 100 && failures.load() == 0; ++i) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(failures.load(), 1);
+
+  // Closed: no more reads.
+  EXPECT_EQ(range->Close().code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(range->ServingReadsOnly());
+  EXPECT_EQ(range->Get(get).status().code(), StatusCode::kUnavailable);
+  range.reset();
+
+  // The bookies back: the next owner has every acknowledged write.
+  LKV_ASSERT_OK(cluster_->RestartBookie(1));
+  LKV_ASSERT_OK(cluster_->RestartBookie(2));
+  NewClient();  // not one whose channels to them are still backing off
+  LKV_ASSIGN_OR_FAIL(auto again, Open(Options()));
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(GetValue(*again, absl::StrCat("k", i)), absl::StrCat(i)) << i;
+  }
+  for (int i : acked) EXPECT_EQ(GetValue(*again, absl::StrCat("p", i)), absl::StrCat("v", i)) << i;
+  LKV_ASSIGN_OR_FAIL(auto next, Increment(*again, "counter", 1));
+  EXPECT_EQ(next.value(), 6);
+}
+
 TEST_F(RangeTest, SecondOpenOfTheSameLocalDirFailsWithoutFencingTheFirst) {
   RangeOptions options = Options();
   LKV_ASSIGN_OR_FAIL(auto range, Open(options));
