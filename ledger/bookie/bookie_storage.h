@@ -232,6 +232,9 @@ class BookieStorage {
     int files_compacted = 0;
     // Batches of at most max_copy_bytes the compaction ran in.
     int batches = 0;
+    // Walks of the whole index: one to sum live bytes per file, then one
+    // per group of batches whose live entries fit max_walk_entries.
+    int index_walks = 0;
     // Files that qualified for compaction and were left for a later call
     // (too little free space).
     int files_deferred = 0;
@@ -246,10 +249,16 @@ class BookieStorage {
   // updated only if it still points at the old copy), checkpoints, then
   // deletes them. Starts no batch while the file system has less than
   // twice its bytes to copy plus 64 MiB free (filling the disk would turn
-  // the bookie read-only): the rest waits for a later call.
+  // the bookie read-only): the rest waits for a later call. The index is
+  // keyed by ledger, not by file, so finding a batch's entries takes a walk
+  // of the whole index: one walk collects the entries of as many
+  // consecutive batches as hold at most `max_walk_entries` live entries
+  // between them (at least one batch; 40 bytes of memory each).
   static constexpr uint64_t kDefaultMaxCopyBytes = uint64_t{64} << 20;
-  absl::StatusOr<CompactionResult> CompactJournal(double min_live_fraction = 0.5,
-                                                  uint64_t max_copy_bytes = kDefaultMaxCopyBytes);
+  static constexpr uint64_t kDefaultMaxWalkEntries = uint64_t{1} << 20;
+  absl::StatusOr<CompactionResult> CompactJournal(
+      double min_live_fraction = 0.5, uint64_t max_copy_bytes = kDefaultMaxCopyBytes,
+      uint64_t max_walk_entries = kDefaultMaxWalkEntries);
 
   // Journal file numbers currently present (tests).
   std::vector<uint64_t> JournalFiles() const;
@@ -259,7 +268,16 @@ class BookieStorage {
   // one batch of files (copies, checkpoint, deletion).
   absl::Status DeleteJournalFiles(const std::vector<uint64_t>& files, CompactionResult* result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(gc_mu_);
-  absl::Status CompactFiles(absl::flat_hash_set<uint64_t> to_compact, CompactionResult* result)
+  struct LiveEntry {
+    uint64_t ledger_id;
+    int64_t entry_id;
+    Location loc;
+  };
+  // `entries`: the live entries of `to_compact`'s files, as a walk of the
+  // index found them (some may have moved or gone since: the copy's index
+  // update then leaves them be).
+  absl::Status CompactFiles(absl::flat_hash_set<uint64_t> to_compact,
+                            std::vector<LiveEntry> entries, CompactionResult* result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(gc_mu_);
 
   // The ledger's LAC: the higher of the piggybacked and the explicit one.

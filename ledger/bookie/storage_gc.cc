@@ -6,6 +6,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -19,12 +20,6 @@ namespace {
 
 // Live entries are re-appended in writer requests of about this size.
 constexpr uint64_t kCopyChunkBytes = 4 << 20;
-
-struct LiveEntry {
-  uint64_t ledger_id;
-  int64_t entry_id;
-  Location loc;
-};
 
 }  // namespace
 
@@ -92,11 +87,8 @@ absl::Status BookieStorage::DeleteJournalFiles(const std::vector<uint64_t>& file
 }
 
 absl::Status BookieStorage::CompactFiles(absl::flat_hash_set<uint64_t> to_compact,
+                                         std::vector<LiveEntry> entries,
                                          CompactionResult* result) {
-  std::vector<LiveEntry> entries;
-  RETURN_IF_ERROR(index_->ForEachEntry([&](uint64_t ledger, int64_t entry, const Location& loc) {
-    if (to_compact.contains(loc.file)) entries.push_back(LiveEntry{ledger, entry, loc});
-  }));
   std::sort(entries.begin(), entries.end(), [](const LiveEntry& a, const LiveEntry& b) {
     return std::tie(a.loc.file, a.loc.offset) < std::tie(b.loc.file, b.loc.offset);
   });
@@ -161,7 +153,7 @@ absl::Status BookieStorage::CompactFiles(absl::flat_hash_set<uint64_t> to_compac
 }
 
 absl::StatusOr<BookieStorage::CompactionResult> BookieStorage::CompactJournal(
-    double min_live_fraction, uint64_t max_copy_bytes) {
+    double min_live_fraction, uint64_t max_copy_bytes, uint64_t max_walk_entries) {
   absl::MutexLock g(&gc_mu_);
   CompactionResult result;
   RETURN_IF_ERROR(Checkpoint());
@@ -177,9 +169,14 @@ absl::StatusOr<BookieStorage::CompactionResult> BookieStorage::CompactJournal(
   if (sizes.empty()) return result;
 
   std::map<uint64_t, uint64_t> live;
+  std::map<uint64_t, uint64_t> live_entries;
   RETURN_IF_ERROR(index_->ForEachEntry([&](uint64_t, int64_t, const Location& loc) {
-    if (sizes.contains(loc.file)) live[loc.file] += loc.size;
+    if (sizes.contains(loc.file)) {
+      live[loc.file] += loc.size;
+      ++live_entries[loc.file];
+    }
   }));
+  ++result.index_walks;
   std::vector<uint64_t> dead;
   std::vector<std::pair<uint64_t, uint64_t>> sparse;  // (file, live bytes), oldest first
   for (const auto& [n, size] : sizes) {
@@ -194,38 +191,70 @@ absl::StatusOr<BookieStorage::CompactionResult> BookieStorage::CompactJournal(
   RETURN_IF_ERROR(DeleteJournalFiles(dead, &result));
 
   // In batches of at most max_copy_bytes of live bytes (at least one file),
-  // oldest files first: a batch holds its live entries' locations in
-  // memory (40 bytes each), so a large half-dead journal is never held at
-  // once. Every batch of the round runs: compaction must keep up with a
-  // busy bookie. A file that cannot be compacted (a live entry fails
-  // verification) is dropped from its batch; the next batch goes on.
-  size_t next = 0;
-  while (next < sparse.size()) {
-    absl::flat_hash_set<uint64_t> to_compact;
+  // oldest files first: each batch is copied, checkpointed and deleted
+  // before the next, so a large half-dead journal never needs its whole
+  // live size free at once. Every batch of the round runs: compaction must
+  // keep up with a busy bookie. A file that cannot be compacted (a live
+  // entry fails verification) is dropped from its batch; the next batch
+  // goes on.
+  struct Batch {
+    absl::flat_hash_set<uint64_t> files;
     uint64_t copy_bytes = 0;
-    size_t end = next;
-    for (; end < sparse.size(); ++end) {
-      const auto& [n, l] = sparse[end];
-      if (!to_compact.empty() && copy_bytes + l > max_copy_bytes) break;
-      to_compact.insert(n);
-      copy_bytes += l;
-    }
-    const uint64_t need = 2 * copy_bytes + (uint64_t{64} << 20);
-    if (absl::StatusOr<FileSystemSpace> space = GetFileSystemSpace(options_.dir); space.ok()) {
-      const uint64_t available = space->available;
-      if (available < need) {
-        absl::FPrintF(stderr,
-                      "bookie: gc: not compacting %d journal files: %d bytes free, want %d "
-                      "(twice the %d live bytes of the next batch, plus 64 MiB)\n",
-                      sparse.size() - next, available, need, copy_bytes);
-        break;
-      }
-    }
-    next = end;
-    ++result.batches;
-    RETURN_IF_ERROR(CompactFiles(to_compact, &result));
+    uint64_t entries = 0;
+  };
+  std::vector<Batch> batches;
+  for (const auto& [n, l] : sparse) {
+    if (batches.empty() || batches.back().copy_bytes + l > max_copy_bytes) batches.emplace_back();
+    Batch& b = batches.back();
+    b.files.insert(n);
+    b.copy_bytes += l;
+    b.entries += live_entries[n];
   }
-  result.files_deferred = static_cast<int>(sparse.size() - next);
+  // Their entries are found by walking the index, for a group of batches
+  // at a time (their files only shrink meanwhile: nothing but compaction
+  // moves an entry, and it moves it into a new file).
+  size_t next = 0;  // the next batch to run
+  bool stopped = false;
+  while (next < batches.size() && !stopped) {
+    size_t group_end = next;
+    uint64_t group_entries = 0;
+    absl::flat_hash_map<uint64_t, size_t> batch_of;  // file -> index in `collected`
+    do {
+      group_entries += batches[group_end].entries;
+      for (uint64_t f : batches[group_end].files) batch_of[f] = group_end - next;
+      ++group_end;
+    } while (group_end < batches.size() &&
+             group_entries + batches[group_end].entries <= max_walk_entries);
+    std::vector<std::vector<LiveEntry>> collected(group_end - next);
+    RETURN_IF_ERROR(index_->ForEachEntry([&](uint64_t ledger, int64_t entry, const Location& loc) {
+      auto it = batch_of.find(loc.file);
+      if (it != batch_of.end()) collected[it->second].push_back(LiveEntry{ledger, entry, loc});
+    }));
+    ++result.index_walks;
+    for (size_t k = 0; next < group_end; ++k) {
+      const Batch& b = batches[next];
+      const uint64_t need = 2 * b.copy_bytes + (uint64_t{64} << 20);
+      if (absl::StatusOr<FileSystemSpace> space = GetFileSystemSpace(options_.dir); space.ok()) {
+        const uint64_t available = space->available;
+        if (available < need) {
+          size_t left = 0;
+          for (size_t j = next; j < batches.size(); ++j) left += batches[j].files.size();
+          absl::FPrintF(stderr,
+                        "bookie: gc: not compacting %d journal files: %d bytes free, want %d "
+                        "(twice the %d live bytes of the next batch, plus 64 MiB)\n",
+                        left, available, need, b.copy_bytes);
+          stopped = true;
+          break;
+        }
+      }
+      ++next;
+      ++result.batches;
+      RETURN_IF_ERROR(CompactFiles(b.files, std::move(collected[k]), &result));
+    }
+  }
+  size_t deferred = 0;
+  for (size_t j = next; j < batches.size(); ++j) deferred += batches[j].files.size();
+  result.files_deferred = static_cast<int>(deferred);
   return result;
 }
 

@@ -228,6 +228,35 @@ TEST_F(StorageGcTest, CompactionRunsInBoundedBatchesAndFinishesTheRound) {
   EXPECT_EQ(ReadBack(*s, 3, 0), v1::NO_SUCH_ENTRY);
 }
 
+// The index is keyed by ledger and entry, not by file, so finding a
+// batch's live entries takes a walk of the whole index. One walk serves
+// as many consecutive batches as max_walk_entries allows (at least one
+// batch per walk): a round over a large journal in many batches reads the
+// index a few times, not once per batch.
+TEST_F(StorageGcTest, CompactionWalksTheIndexOncePerGroupOfBatchesNotOncePerBatch) {
+  for (const uint64_t max_walk_entries : {BookieStorage::kDefaultMaxWalkEntries, uint64_t{1}}) {
+    SCOPED_TRACE(max_walk_entries);
+    dir_ = NewTempDir("gc-walks");
+    auto s = Open();
+    ASSERT_NO_FATAL_FAILURE(WriteDeadAndSparseFiles(*s));
+    auto r = s->CompactJournal(0.5, /*max_copy_bytes=*/1, max_walk_entries);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_GT(r->batches, 2);
+    EXPECT_EQ(r->files_compacted, r->batches);
+    EXPECT_EQ(r->files_deferred, 0);
+    if (max_walk_entries == 1) {
+      EXPECT_EQ(r->index_walks, r->batches + 1) << "the bound allows one batch per walk";
+    } else {
+      EXPECT_EQ(r->index_walks, 2) << "one walk to sum live bytes, one for every batch";
+    }
+    for (int64_t e = 0; e < 60; ++e) ASSERT_EQ(ReadBack(*s, 2, e), v1::OK) << e;
+    EXPECT_EQ(ReadBack(*s, 3, 0), v1::NO_SUCH_ENTRY);
+    s.reset();
+    s = Open();
+    for (int64_t e = 0; e < 60; ++e) ASSERT_EQ(ReadBack(*s, 2, e), v1::OK) << e;
+  }
+}
+
 // The journal file holding the record of (ledger, entry), and the record's
 // offset in it.
 std::pair<uint64_t, uint64_t> FindRecord(const std::string& dir, BookieStorage& s,
