@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gtest/gtest-spi.h"
@@ -380,6 +381,12 @@ TEST(KvDurabilityProcessTest, FullDiskFailsPutsKeepsGetsAndTakesPutsAgainOnceSpa
   grpc::Status still = put(i);
   ASSERT_FALSE(still.ok()) << "the disk had room again before the reads were checked";
   EXPECT_EQ(still.error_code(), grpc::StatusCode::UNAVAILABLE) << still.error_message();
+  {
+    // Operators see why: DescribeTable names the refusal.
+    auto info = OnlyRange(server, "full");
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_TRUE(absl::StrContains(info->writes_refused(), "log failed")) << info->ShortDebugString();
+  }
 
   // Space freed: puts succeed again, with no restart (the range reopens
   // with backoff, at most 5 s apart; the bookie checks every second).
@@ -394,6 +401,11 @@ TEST(KvDurabilityProcessTest, FullDiskFailsPutsKeepsGetsAndTakesPutsAgainOnceSpa
                           << again.error_message() << "\n"
                           << server.LogTail();
   for (int more = i + 1; more < i + 20; ++more) ASSERT_TRUE(put(more).ok()) << more;
+  {
+    auto info = OnlyRange(server, "full");
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->writes_refused(), "") << info->ShortDebugString();
+  }
   ASSERT_NO_FATAL_FAILURE(expect_every_acked_put());
   EXPECT_EQ(server.Terminate(), 0) << server.LogTail();
 
