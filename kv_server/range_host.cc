@@ -164,9 +164,25 @@ absl::Status RangeHost::OpenSlot(uint64_t id, std::unique_ptr<wal::LogWriter> lo
   options.on_failed = [this, id, generation](const absl::Status& why) {
     OnFailed(id, generation, why);
   };
+  const bool had_log = log != nullptr;
   absl::StatusOr<std::unique_ptr<Range>> opened =
-      log != nullptr ? Range::Open(options, descriptor, std::move(log))
-                     : Range::Open(options, descriptor);
+      had_log ? Range::Open(options, descriptor, std::move(log)) : Range::Open(options, descriptor);
+  // No log writer could be opened (UNAVAILABLE: say no writable bookie, a
+  // full disk): answer reads of the recovered state meanwhile, until a
+  // reopen attempt opens the log (ReopenSlotLocked).
+  std::shared_ptr<Range> reads_only;
+  if (!opened.ok() && !had_log && absl::IsUnavailable(opened.status())) {
+    absl::StatusOr<std::unique_ptr<Range>> r =
+        Range::OpenForReads(options, descriptor, opened.status());
+    if (r.ok()) {
+      reads_only = std::move(*r);
+      absl::FPrintF(stderr, "ledgerkv: range %d of table %s answers reads; writes wait for its log\n",
+                    id, descriptor.table);
+    } else {
+      absl::FPrintF(stderr, "ledgerkv: range %d of table %s: cannot open it for reads either: %s\n",
+                    id, descriptor.table, r.status().ToString());
+    }
+  }
 
   std::shared_ptr<Range> unwanted;
   absl::Status result = opened.status();
@@ -191,7 +207,9 @@ absl::Status RangeHost::OpenSlot(uint64_t id, std::unique_ptr<wal::LogWriter> lo
       }
     } else if (it != slots_.end()) {
       FailLocked(it->second, opened.status());
+      if (!shutdown_) it->second.range = std::move(reads_only);  // null if none
     }
+    if (reads_only != nullptr) unwanted = std::move(reads_only);
   }
   if (unwanted != nullptr) IgnoreError(unwanted->Close());
   if (!result.ok()) {

@@ -3,6 +3,10 @@
 // restart keeps the data; with three bookies (E = Qw = Qa = 3) every
 // acknowledged write survives kill -9 of the whole process, and each restart
 // fences the previous owner with a higher log epoch.
+#include <sys/statvfs.h>
+
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
@@ -388,8 +392,33 @@ TEST(KvDurabilityProcessTest, FullDiskFailsPutsKeepsGetsAndTakesPutsAgainOnceSpa
     EXPECT_TRUE(absl::StrContains(info->writes_refused(), "log failed")) << info->ShortDebugString();
   }
 
+  // A restart while the disk is still full: the range cannot open a log
+  // writer, so it opens for reads (Range::OpenForReads) and answers them.
+  // (A clean stop frees some space, the journal's zero-filled tail: the
+  // disk is topped up again first, to 8 MiB free, ~97% used.)
+  EXPECT_EQ(server.Terminate(), 0) << server.LogTail();
+  const std::string extra = dir.path() + "/extra-ballast";
+  {
+    struct statvfs st {};
+    ASSERT_EQ(::statvfs(dir.path().c_str(), &st), 0);
+    const uint64_t available = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+    std::ofstream out(extra, std::ios::binary);
+    const std::string mib(1 << 20, 'x');
+    for (uint64_t left = available > (8 << 20) ? available - (8 << 20) : 0; left >= mib.size();
+         left -= mib.size()) {
+      out.write(mib.data(), static_cast<std::streamsize>(mib.size()));
+    }
+    out.close();
+  }
+  ASSERT_TRUE(server.Start().ok()) << server.LogTail();
+  ASSERT_NO_FATAL_FAILURE(expect_every_acked_put());
+  still = put(i);
+  ASSERT_FALSE(still.ok()) << "the disk had room again after the restart";
+  EXPECT_EQ(still.error_code(), grpc::StatusCode::UNAVAILABLE) << still.error_message();
+
   // Space freed: puts succeed again, with no restart (the range reopens
   // with backoff, at most 5 s apart; the bookie checks every second).
+  std::filesystem::remove(extra);
   ASSERT_TRUE(fs.Free().ok());
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   grpc::Status again = put(i);

@@ -138,6 +138,27 @@ absl::StatusOr<uint64_t> RecoverSegment(ledger::LedgerClient& client,
 
 }  // namespace
 
+absl::StatusOr<LogWriter::Recovered> LogWriter::RecoverForReading(const LogOptions& options,
+                                                                   const std::string& name) {
+  RETURN_IF_ERROR(CheckLogOptions(options));
+  RETURN_IF_ERROR(CheckLogName(name));
+  const std::string key = metadata::Keys(options.cluster).Log(name);
+  ASSIGN_OR_RETURN(VersionedLog log, RaiseEpoch(options, key, name));
+  meta::v1::LogMetadata recovered = log.metadata;
+  for (meta::v1::LogSegment& segment : *recovered.mutable_segments()) {
+    if (segment.state() == meta::v1::LogSegment::CLOSED) continue;
+    ASSIGN_OR_RETURN(uint64_t last, RecoverSegment(*options.client, segment, name));
+    segment.set_state(meta::v1::LogSegment::CLOSED);
+    segment.set_last_seqno(last);
+  }
+  RETURN_IF_ERROR(CheckSegments(recovered, name));
+  Recovered out;
+  out.last_seqno = NextSeqnoAfter(recovered) - 1;
+  out.first_seqno = recovered.segments_size() > 0 ? recovered.segments(0).first_seqno() : 1;
+  out.epoch = recovered.epoch();
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<LogWriter>> LogWriter::Open(const LogOptions& options,
                                                            std::string name) {
   RETURN_IF_ERROR(CheckWriterOptions(options));

@@ -96,6 +96,37 @@ TEST_F(LogRecoveryTest, SecondWriterFencesTheFirstWhoseNextAppendFails) {
   for (int i = 0; i < 20; ++i) EXPECT_EQ(all[50 + i].data, RecordFor("b", i));
 }
 
+// Recovering for reading (no writable bookie for a new ledger: a full
+// disk) fences the writer like Open, finds the end of everything it had
+// acknowledged, and creates nothing; a later Open continues after it.
+TEST_F(LogRecoveryTest, RecoverForReadingFencesTheWriterFindsTheEndAndCreatesNoLedger) {
+  LKV_ASSIGN_OR_FAIL(auto a, LogWriter::Open(options_, "log-r"));
+  for (auto& r : AppendAll(*a, "a", 40)) LKV_ASSERT_OK(r);
+
+  LKV_ASSIGN_OR_FAIL(LogWriter::Recovered rec, LogWriter::RecoverForReading(options_, "log-r"));
+  EXPECT_EQ(rec.epoch, 2u);
+  EXPECT_EQ(rec.first_seqno, 1u);
+  EXPECT_EQ(rec.last_seqno, 40u);
+  auto late = a->AppendAndWait("late");
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition) << late.status();
+  a.reset();
+  // Nothing appended: one segment, its ledger closed at record 40.
+  LKV_ASSIGN_OR_FAIL(meta::v1::LogMetadata log, GetLogMetadata(options_, "log-r"));
+  ASSERT_EQ(log.segments_size(), 1);
+  LKV_ASSIGN_OR_FAIL(auto all, ReadAll("log-r", 0));
+  ASSERT_EQ(all.size(), 40u);
+  ExpectContiguous(all, 1);
+
+  LKV_ASSIGN_OR_FAIL(auto b, LogWriter::Open(options_, "log-r"));
+  EXPECT_EQ(b->epoch(), 3u);
+  EXPECT_EQ(b->first_seqno(), 41u);
+  for (auto& r : AppendAll(*b, "b", 5)) LKV_ASSERT_OK(r);
+  LKV_ASSERT_OK(b->Close());
+  LKV_ASSIGN_OR_FAIL(auto after, ReadAll("log-r", 0));
+  ASSERT_EQ(after.size(), 45u);
+  ExpectContiguous(after, 1);
+}
+
 // Dropping a range deletes its log while its owner (in cluster mode
 // possibly another server that has not seen the drop yet) may still be
 // writing: the owner must not get another record acknowledged into a log

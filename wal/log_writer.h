@@ -70,6 +70,22 @@ class LogWriter {
   static absl::StatusOr<std::unique_ptr<LogWriter>> Open(const LogOptions& options,
                                                          std::string name);
 
+  // What RecoverForReading found.
+  struct Recovered {
+    uint64_t first_seqno = 1;  // the first segment's first seqno (1 without one)
+    uint64_t last_seqno = 0;   // its last record (0: none)
+    uint64_t epoch = 0;        // the epoch this recovery raised the log to
+  };
+  // Steps 1 and 2 of Open without step 3: raises the epoch (fencing the
+  // current writer) and recovers the ledgers of OPEN segments, but creates
+  // no ledger, so it needs no writable bookie. Records 1..last_seqno are
+  // then final until the next Open: a reader may serve the log's whole
+  // state while no writer can be opened (a full disk). The metadata keeps
+  // the recovered segments OPEN; the next Open recovers them again (their
+  // ledgers are closed by then). Errors as Open's.
+  static absl::StatusOr<Recovered> RecoverForReading(const LogOptions& options,
+                                                     const std::string& name);
+
   // Stops without closing the log, as a crash would: records not yet
   // acknowledged fail with CANCELLED (they may still be in the log), every
   // callback runs before this returns. The next Open recovers the ledger.

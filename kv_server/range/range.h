@@ -126,6 +126,15 @@ class Range {
   static absl::StatusOr<std::unique_ptr<Range>> Open(const RangeOptions& options,
                                                      const RangeDescriptor& descriptor,
                                                      std::unique_ptr<wal::LogWriter> log);
+  // For when Open failed because no log writer can be opened (`why`: its
+  // UNAVAILABLE, say no writable bookie on a full disk): fences any
+  // previous owner and recovers the log without creating a ledger
+  // (wal::LogWriter::RecoverForReading), recovers the local state as Open
+  // does, and answers reads of that whole state, refusing every write
+  // (ServingReadsOnly from the start). Errors as Open's.
+  static absl::StatusOr<std::unique_ptr<Range>> OpenForReads(const RangeOptions& options,
+                                                             const RangeDescriptor& descriptor,
+                                                             const absl::Status& why);
 
   // Stops as a crash would (pending writes fail with UNAVAILABLE; they may
   // be in the log). Prefer Close.

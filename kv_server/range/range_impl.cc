@@ -81,7 +81,7 @@ RangeImpl::RangeImpl(const RangeOptions& options, const RangeDescriptor& descrip
       local_(std::move(local)),
       snapshots_(std::move(snapshots)),
       recovery_(std::move(recovery)),
-      first_seqno_(writer_->first_seqno()) {
+      first_seqno_(writer_ != nullptr ? writer_->first_seqno() : recovery_.log_last_seqno + 1) {
   const LocalMeta meta = local_->meta();
   {
     absl::MutexLock l(&mu_);
@@ -90,6 +90,16 @@ RangeImpl::RangeImpl(const RangeOptions& options, const RangeDescriptor& descrip
     snapshot_seqno_ = recovery_.snapshot_seqno;
     snapshot_failures_ = recovery_.restore_failures;
     last_snapshot_time_ = absl::Now();
+    if (writer_ == nullptr) {
+      // Reads only: failed from the start, without a failure to notify.
+      log_first_seqno_ = recovery_.log_first_seqno;
+      failed_ = true;
+      reads_after_failure_ = true;
+      failure_ = absl::UnavailableError(
+          absl::StrCat("range ", descriptor_.range_id, ": its log cannot be opened for writing (",
+                       recovery_.why_reads_only.ToString(), "); reads are answered"));
+      return;
+    }
     const meta::v1::LogMetadata log = writer_->metadata();
     log_first_seqno_ = log.segments_size() > 0 ? log.segments(0).first_seqno() : first_seqno_;
   }
@@ -604,7 +614,7 @@ absl::Status RangeImpl::Close() {
     mu_.Await(absl::Condition(&drained));
   }
   absl::MutexLock s(&snapshot_mu_);
-  absl::Status log = writer_->Close();
+  absl::Status log = writer_ != nullptr ? writer_->Close() : absl::OkStatus();
   absl::Status db = local_->Close();
   db_closed_ = true;
   {
@@ -623,7 +633,7 @@ RangeStats RangeImpl::stats() const {
   stats.key_count = meta.key_count;
   stats.bytes = meta.bytes;
   stats.applied_seqno = meta.applied_seqno;
-  stats.epoch = writer_->epoch();
+  stats.epoch = writer_ != nullptr ? writer_->epoch() : recovery_.epoch;
   stats.replayed_records = recovery_.replayed_records;
   stats.recovered_from = recovery_.recovered_from;
   absl::MutexLock l(&mu_);

@@ -49,11 +49,20 @@ struct RecoveryInfo {
   uint64_t snapshot_seqno = 0;
   // Snapshots that failed to restore (corrupt newest, fell back).
   int64_t restore_failures = 0;
+  // Range::OpenForReads: no writer; the log as recovered, and why no
+  // writer could be opened.
+  bool reads_only = false;
+  uint64_t log_last_seqno = 0;
+  uint64_t log_first_seqno = 0;
+  uint64_t epoch = 0;
+  absl::Status why_reads_only;
 };
 
 class RangeImpl final : public Range {
  public:
   // Starts serving over recovered parts (range_open.cc builds them).
+  // Without a writer (recovery.reads_only, Range::OpenForReads) it answers
+  // reads only, from the start: ServingReadsOnly.
   RangeImpl(const RangeOptions& options, const RangeDescriptor& descriptor,
             std::unique_ptr<wal::LogWriter> writer, std::unique_ptr<LocalStore> local,
             std::unique_ptr<snapshot::SnapshotStore> snapshots, RecoveryInfo recovery);
@@ -136,7 +145,7 @@ class RangeImpl final : public Range {
   const RangeDescriptor descriptor_;
   const RequestValidator validator_;
   // Set until the destructor, which resets it first (its callbacks use the
-  // local store).
+  // local store). Null for a range opened for reads only.
   std::unique_ptr<wal::LogWriter> writer_;
   const std::unique_ptr<LocalStore> local_;
   const std::unique_ptr<snapshot::SnapshotStore> snapshots_;

@@ -118,36 +118,17 @@ absl::StatusOr<int64_t> Replay(const RangeOptions& options, const RangeDescripto
   return replayed;
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<Range>> Range::Open(const RangeOptions& options,
-                                                   const RangeDescriptor& descriptor) {
-  return Open(options, descriptor, nullptr);
-}
-
-absl::StatusOr<std::unique_ptr<Range>> Range::Open(const RangeOptions& options,
-                                                   const RangeDescriptor& descriptor,
-                                                   std::unique_ptr<wal::LogWriter> opened_log) {
-  RETURN_IF_ERROR(CheckOptions(options, descriptor));
-  const uint64_t id = descriptor.range_id;
-  ASSIGN_OR_RETURN(std::unique_ptr<snapshot::SnapshotStore> snapshots,
-                   snapshot::SnapshotStore::Create(options.snapshot));
-
-  // The local DB first: RocksDB's lock refuses a second open of the same
-  // directory (say, a reopen while the old Range object still lives)
-  // before it could fence the log of a range this process still serves.
-  ASSIGN_OR_RETURN(std::unique_ptr<LocalStore> local, LocalStore::Open(options.data_dir));
-
-  // 1. Fence any previous owner (unless the caller did). The log ends at E.
-  std::unique_ptr<wal::LogWriter> writer = std::move(opened_log);
-  if (writer == nullptr) {
-    ASSIGN_OR_RETURN(writer, wal::LogWriter::Open(options.log, LogName(id)));
-  }
-  const uint64_t log_end = writer->first_seqno() - 1;
-  const meta::v1::LogMetadata log = writer->metadata();
-  const uint64_t log_first = log.segments_size() > 0 ? log.segments(0).first_seqno() : 1;
-
+// Steps 2-4 of Open, once the log is recovered up to `log_end` (its first
+// segment starting at `log_first`): keeps `local` if the log covers it,
+// else restores the newest valid snapshot into it, then replays the log.
+absl::StatusOr<RecoveryInfo> RecoverLocalState(const RangeOptions& options,
+                                               const RangeDescriptor& descriptor,
+                                               snapshot::SnapshotStore& snapshot_store,
+                                               std::unique_ptr<LocalStore>& local,
+                                               uint64_t log_end, uint64_t log_first) {
+  snapshot::SnapshotStore* snapshots = &snapshot_store;
   // 2. Keep the local state if the log still covers it.
+  const uint64_t id = descriptor.range_id;
   RecoveryInfo recovery;
   uint64_t applied = local->meta().applied_seqno;
   bool usable = local->existed();
@@ -217,11 +198,69 @@ absl::StatusOr<std::unique_ptr<Range>> Range::Open(const RangeOptions& options,
 
   // 4. Replay (A, E].
   ASSIGN_OR_RETURN(recovery.replayed_records, Replay(options, descriptor, *local, log_end));
+  return recovery;
+
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Range>> Range::Open(const RangeOptions& options,
+                                                   const RangeDescriptor& descriptor) {
+  return Open(options, descriptor, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<Range>> Range::Open(const RangeOptions& options,
+                                                   const RangeDescriptor& descriptor,
+                                                   std::unique_ptr<wal::LogWriter> opened_log) {
+  RETURN_IF_ERROR(CheckOptions(options, descriptor));
+  const uint64_t id = descriptor.range_id;
+  ASSIGN_OR_RETURN(std::unique_ptr<snapshot::SnapshotStore> snapshots,
+                   snapshot::SnapshotStore::Create(options.snapshot));
+
+  // The local DB first: RocksDB's lock refuses a second open of the same
+  // directory (say, a reopen while the old Range object still lives)
+  // before it could fence the log of a range this process still serves.
+  ASSIGN_OR_RETURN(std::unique_ptr<LocalStore> local, LocalStore::Open(options.data_dir));
+
+  // 1. Fence any previous owner (unless the caller did). The log ends at E.
+  std::unique_ptr<wal::LogWriter> writer = std::move(opened_log);
+  if (writer == nullptr) {
+    ASSIGN_OR_RETURN(writer, wal::LogWriter::Open(options.log, LogName(id)));
+  }
+  const uint64_t log_end = writer->first_seqno() - 1;
+  const meta::v1::LogMetadata log = writer->metadata();
+  const uint64_t log_first = log.segments_size() > 0 ? log.segments(0).first_seqno() : 1;
+
+  ASSIGN_OR_RETURN(RecoveryInfo recovery, RecoverLocalState(options, descriptor, *snapshots, local,
+                                                           log_end, log_first));
 
   // 5. Serve.
   return std::unique_ptr<Range>(new RangeImpl(options, descriptor, std::move(writer),
                                               std::move(local), std::move(snapshots),
                                               std::move(recovery)));
+}
+
+absl::StatusOr<std::unique_ptr<Range>> Range::OpenForReads(const RangeOptions& options,
+                                                           const RangeDescriptor& descriptor,
+                                                           const absl::Status& why) {
+  RETURN_IF_ERROR(CheckOptions(options, descriptor));
+  ASSIGN_OR_RETURN(std::unique_ptr<snapshot::SnapshotStore> snapshots,
+                   snapshot::SnapshotStore::Create(options.snapshot));
+  // The local DB first, as in Open.
+  ASSIGN_OR_RETURN(std::unique_ptr<LocalStore> local, LocalStore::Open(options.data_dir));
+  // 1. Fence any previous owner, recover the log, create nothing.
+  ASSIGN_OR_RETURN(wal::LogWriter::Recovered log,
+                   wal::LogWriter::RecoverForReading(options.log, LogName(descriptor.range_id)));
+  ASSIGN_OR_RETURN(RecoveryInfo recovery,
+                   RecoverLocalState(options, descriptor, *snapshots, local, log.last_seqno,
+                                     log.first_seqno));
+  recovery.reads_only = true;
+  recovery.log_last_seqno = log.last_seqno;
+  recovery.log_first_seqno = log.first_seqno;
+  recovery.epoch = log.epoch;
+  recovery.why_reads_only = why;
+  return std::unique_ptr<Range>(new RangeImpl(options, descriptor, nullptr, std::move(local),
+                                              std::move(snapshots), std::move(recovery)));
 }
 
 }  // namespace ledgerkv::kv

@@ -617,6 +617,57 @@ TEST_F(RangeTest, ALogThatCannotBeWrittenStopsWritesButReadsGoOn) {
   EXPECT_EQ(next.value(), 6);
 }
 
+// A restart while no log writer can be opened (no writable bookie: a full
+// disk) fails Open; OpenForReads fences and recovers the log without
+// creating a ledger and answers reads of the whole state, here rebuilt
+// from the log alone (the local DB wiped), writes refused retry-safe.
+TEST_F(RangeTest, OpenForReadsServesTheWholeLogWhenNoWriterCanBeOpened) {
+  {
+    LKV_ASSIGN_OR_FAIL(auto range, Open(Options()));
+    for (int i = 0; i < 20; ++i) {
+      LKV_ASSERT_OK(Put(*range, absl::StrCat("k", i), absl::StrCat(i)));
+    }
+    LKV_ASSERT_OK(Increment(*range, "counter", 5));
+    LKV_ASSERT_OK(range->Close());
+  }
+  std::filesystem::remove_all(Options().data_dir);
+  // Two bookies left, E is 3: no new ledger. Every entry is on two of the
+  // three (Qw 2), so the log stays readable. (A ledger left OPEN by a crash
+  // would need all three for its recovery; the standalone full-disk test,
+  // KvDurabilityProcessTest, recovers one on a full bookie.)
+  cluster_->StopBookie(2);
+  auto open = Open(Options());
+  ASSERT_FALSE(open.ok()) << "opened a writer with two bookies for E=3";
+  ASSERT_EQ(open.status().code(), StatusCode::kUnavailable) << open.status();
+
+  LKV_ASSIGN_OR_FAIL(auto reads, Range::OpenForReads(Options(), descriptor_, open.status()));
+  EXPECT_TRUE(reads->ServingReadsOnly());
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(GetValue(*reads, absl::StrCat("k", i)), absl::StrCat(i)) << i;
+  }
+  EXPECT_EQ(GetValue(*reads, "counter"), "5");
+  const RangeStats stats = reads->stats();
+  EXPECT_FALSE(stats.serving);
+  EXPECT_EQ(stats.revision, 21);
+  EXPECT_EQ(stats.replayed_records, 21) << "the state did not come from the log";
+  EXPECT_TRUE(absl::StrContains(stats.writes_refused, "cannot be opened")) << stats.writes_refused;
+  auto refused = Increment(*reads, "counter", 1);
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status();
+  EXPECT_TRUE(refused.status().GetPayload("ledgerkv-retry-safe").has_value()) << refused.status();
+  EXPECT_EQ(reads->Close().code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(reads->ServingReadsOnly());
+  reads.reset();
+
+  // The bookie back: a writer opens, over the same state.
+  LKV_ASSERT_OK(cluster_->RestartBookie(2));
+  NewClient();
+  LKV_ASSIGN_OR_FAIL(auto again, Open(Options()));
+  EXPECT_EQ(GetValue(*again, "k7"), "7");
+  LKV_ASSIGN_OR_FAIL(auto next, Increment(*again, "counter", 1));
+  EXPECT_EQ(next.value(), 6);
+  EXPECT_EQ(next.header().revision(), 22);
+}
+
 TEST_F(RangeTest, SecondOpenOfTheSameLocalDirFailsWithoutFencingTheFirst) {
   RangeOptions options = Options();
   LKV_ASSIGN_OR_FAIL(auto range, Open(options));
