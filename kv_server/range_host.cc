@@ -167,11 +167,22 @@ absl::Status RangeHost::OpenSlot(uint64_t id, std::unique_ptr<wal::LogWriter> lo
   const bool had_log = log != nullptr;
   absl::StatusOr<std::unique_ptr<Range>> opened =
       had_log ? Range::Open(options, descriptor, std::move(log)) : Range::Open(options, descriptor);
-  // No log writer could be opened (UNAVAILABLE: say no writable bookie, a
-  // full disk): answer reads of the recovered state meanwhile, until a
-  // reopen attempt opens the log (ReopenSlotLocked).
+  // The log was recovered but no ledger could be created for a writer
+  // (say no writable bookie: a full disk): answer reads of the recovered
+  // state meanwhile, until a reopen attempt opens the log
+  // (ReopenSlotLocked). Not for other failures: recovering for reading
+  // would only fail the same way, after the same timeouts.
   std::shared_ptr<Range> reads_only;
-  if (!opened.ok() && !had_log && absl::IsUnavailable(opened.status())) {
+  bool try_reads = !opened.ok() && !had_log &&
+                   opened.status().GetPayload(wal::LogWriter::kNoNewLedgerPayload).has_value();
+  if (try_reads) {
+    absl::MutexLock l(&mu_);
+    try_reads = !shutdown_;
+  }
+  // Cluster mode: the open may have taken RPC timeouts; the range must
+  // still be ours before its log is fenced again.
+  if (try_reads && options_.may_open) try_reads = options_.may_open(id);
+  if (try_reads) {
     absl::StatusOr<std::unique_ptr<Range>> r =
         Range::OpenForReads(options, descriptor, opened.status());
     if (r.ok()) {

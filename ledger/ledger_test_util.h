@@ -32,6 +32,7 @@
 #include "metadata/embedded_store.h"
 #include "metadata/metadata_store.h"
 #include "proto/bookie.grpc.pb.h"
+#include "proto/metadata.pb.h"
 
 namespace ledgerkv::ledger::testing {
 
@@ -136,6 +137,19 @@ class TestCluster {
 
   // Stops bookie i (deregisters it; its data stays on disk).
   void StopBookie(int i) { bookies_[i].server.reset(); }
+
+  // Rewrites bookie i's registration with read_only = `read_only`, as a
+  // bookie over its disk watermark publishes it: placement then skips it
+  // for new ledgers, while it still serves reads, fences and recovery. The
+  // bookie republishes its own state only when that changes.
+  absl::Status SetRegisteredReadOnly(int i, bool read_only) {
+    const std::string key = metadata::Keys("default").Bookie(bookies_[i].id);
+    ASSIGN_OR_RETURN(metadata::VersionedValue got, store_->Get(key));
+    meta::v1::BookieRegistration reg;
+    if (!reg.ParseFromString(got.value)) return absl::DataLossError("bad registration " + key);
+    reg.set_read_only(read_only);
+    return store_->Put(key, reg.SerializeAsString(), got.version).status();
+  }
 
   // Starts bookie i again on the same address, id and data directory.
   absl::Status RestartBookie(int i) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -152,6 +153,18 @@ absl::StatusOr<LogWriter::Recovered> LogWriter::RecoverForReading(const LogOptio
     segment.set_last_seqno(last);
   }
   RETURN_IF_ERROR(CheckSegments(recovered, name));
+  // Open's step 4 would fail if anyone raised the epoch since step 1; with
+  // no step 4, look: the log must still be ours (and not being deleted).
+  ASSIGN_OR_RETURN(VersionedLog now, LoadLog(*options.metadata, key, name,
+                                             /*include_deleting=*/true));
+  if (now.metadata.deleting()) {
+    return absl::NotFoundError(absl::StrCat("log ", name, " is being deleted"));
+  }
+  if (now.metadata.epoch() != recovered.epoch()) {
+    return absl::AbortedError(absl::StrCat("log ", name,
+                                           " was opened concurrently by another writer (epoch ",
+                                           now.metadata.epoch(), ")"));
+  }
   Recovered out;
   out.last_seqno = NextSeqnoAfter(recovered) - 1;
   out.first_seqno = recovered.segments_size() > 0 ? recovered.segments(0).first_seqno() : 1;
@@ -190,8 +203,16 @@ absl::StatusOr<std::unique_ptr<LogWriter>> LogWriter::Open(const LogOptions& opt
   create.write_quorum = options.write_quorum;
   create.ack_quorum = options.ack_quorum;
   create.custom = {{"log", name}, {"log_epoch", absl::StrCat(epoch)}};
-  ASSIGN_OR_RETURN(std::unique_ptr<ledger::LedgerWriter> writer,
-                   options.client->CreateLedger(create));
+  absl::StatusOr<std::unique_ptr<ledger::LedgerWriter>> created =
+      options.client->CreateLedger(create);
+  if (!created.ok()) {
+    // Recovery worked; only a new ledger could not be made (say no
+    // writable bookie): RecoverForReading would work now.
+    absl::Status failed = created.status();
+    failed.SetPayload(kNoNewLedgerPayload, absl::Cord("1"));
+    return failed;
+  }
+  std::unique_ptr<ledger::LedgerWriter> writer = *std::move(created);
   meta::v1::LogSegment* added = next.add_segments();
   added->set_ledger_id(writer->id());
   added->set_first_seqno(first_seqno);

@@ -102,23 +102,34 @@ TEST_F(LogRecoveryTest, SecondWriterFencesTheFirstWhoseNextAppendFails) {
 TEST_F(LogRecoveryTest, RecoverForReadingFencesTheWriterFindsTheEndAndCreatesNoLedger) {
   LKV_ASSIGN_OR_FAIL(auto a, LogWriter::Open(options_, "log-r"));
   for (auto& r : AppendAll(*a, "a", 40)) LKV_ASSERT_OK(r);
+  // Every bookie full: still there for fences and recovery, not for new
+  // ledgers. Open fails and says why; RecoverForReading does not need one.
+  for (int i = 0; i < cluster_->size(); ++i) LKV_ASSERT_OK(cluster_->SetRegisteredReadOnly(i, true));
+  auto no_writer = LogWriter::Open(options_, "log-r");
+  ASSERT_FALSE(no_writer.ok());
+  EXPECT_EQ(no_writer.status().code(), absl::StatusCode::kUnavailable) << no_writer.status();
+  EXPECT_TRUE(no_writer.status().GetPayload(LogWriter::kNoNewLedgerPayload).has_value())
+      << no_writer.status();
 
   LKV_ASSIGN_OR_FAIL(LogWriter::Recovered rec, LogWriter::RecoverForReading(options_, "log-r"));
-  EXPECT_EQ(rec.epoch, 2u);
+  EXPECT_EQ(rec.epoch, 3u);  // the failed Open raised it to 2
   EXPECT_EQ(rec.first_seqno, 1u);
   EXPECT_EQ(rec.last_seqno, 40u);
   auto late = a->AppendAndWait("late");
   EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition) << late.status();
   a.reset();
-  // Nothing appended: one segment, its ledger closed at record 40.
+  // Nothing written back: one segment, still OPEN in the metadata (its
+  // ledger is closed; the next Open recovers it again).
   LKV_ASSIGN_OR_FAIL(meta::v1::LogMetadata log, GetLogMetadata(options_, "log-r"));
   ASSERT_EQ(log.segments_size(), 1);
+  EXPECT_EQ(log.segments(0).state(), meta::v1::LogSegment::OPEN);
   LKV_ASSIGN_OR_FAIL(auto all, ReadAll("log-r", 0));
   ASSERT_EQ(all.size(), 40u);
   ExpectContiguous(all, 1);
 
+  for (int i = 0; i < cluster_->size(); ++i) LKV_ASSERT_OK(cluster_->SetRegisteredReadOnly(i, false));
   LKV_ASSIGN_OR_FAIL(auto b, LogWriter::Open(options_, "log-r"));
-  EXPECT_EQ(b->epoch(), 3u);
+  EXPECT_EQ(b->epoch(), 4u);
   EXPECT_EQ(b->first_seqno(), 41u);
   for (auto& r : AppendAll(*b, "b", 5)) LKV_ASSERT_OK(r);
   LKV_ASSERT_OK(b->Close());

@@ -70,6 +70,11 @@ class LogWriter {
   static absl::StatusOr<std::unique_ptr<LogWriter>> Open(const LogOptions& options,
                                                          std::string name);
 
+  // The payload (absl::Status::GetPayload) Open sets on its error when the
+  // log was recovered but no new ledger could be created (no writable
+  // bookie): the case RecoverForReading is for.
+  static constexpr char kNoNewLedgerPayload[] = "ledgerkv-log-no-new-ledger";
+
   // What RecoverForReading found.
   struct Recovered {
     uint64_t first_seqno = 1;  // the first segment's first seqno (1 without one)

@@ -126,8 +126,9 @@ class Range {
   static absl::StatusOr<std::unique_ptr<Range>> Open(const RangeOptions& options,
                                                      const RangeDescriptor& descriptor,
                                                      std::unique_ptr<wal::LogWriter> log);
-  // For when Open failed because no log writer can be opened (`why`: its
-  // UNAVAILABLE, say no writable bookie on a full disk): fences any
+  // For when Open failed because no ledger could be created for a log
+  // writer (`why`: its error, with wal::LogWriter::kNoNewLedgerPayload; say
+  // no writable bookie on a full disk): fences any
   // previous owner and recovers the log without creating a ledger
   // (wal::LogWriter::RecoverForReading), recovers the local state as Open
   // does, and answers reads of that whole state, refusing every write

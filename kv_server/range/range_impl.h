@@ -49,9 +49,8 @@ struct RecoveryInfo {
   uint64_t snapshot_seqno = 0;
   // Snapshots that failed to restore (corrupt newest, fell back).
   int64_t restore_failures = 0;
-  // Range::OpenForReads: no writer; the log as recovered, and why no
+  // Range::OpenForReads (no writer): the log as recovered, and why no
   // writer could be opened.
-  bool reads_only = false;
   uint64_t log_last_seqno = 0;
   uint64_t log_first_seqno = 0;
   uint64_t epoch = 0;

@@ -199,7 +199,6 @@ absl::StatusOr<RecoveryInfo> RecoverLocalState(const RangeOptions& options,
   // 4. Replay (A, E].
   ASSIGN_OR_RETURN(recovery.replayed_records, Replay(options, descriptor, *local, log_end));
   return recovery;
-
 }
 
 }  // namespace
@@ -254,7 +253,6 @@ absl::StatusOr<std::unique_ptr<Range>> Range::OpenForReads(const RangeOptions& o
   ASSIGN_OR_RETURN(RecoveryInfo recovery,
                    RecoverLocalState(options, descriptor, *snapshots, local, log.last_seqno,
                                      log.first_seqno));
-  recovery.reads_only = true;
   recovery.log_last_seqno = log.last_seqno;
   recovery.log_first_seqno = log.first_seqno;
   recovery.epoch = log.epoch;
