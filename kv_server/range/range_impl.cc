@@ -408,13 +408,13 @@ void RangeImpl::Fail(const absl::Status& cause, bool log_failure) {
 
 bool RangeImpl::ServingReadsOnly() const {
   absl::MutexLock l(&mu_);
-  return failed_ && reads_after_failure_ && !closing_;
+  return ServingReadsOnlyLocked();
 }
 
 absl::Status RangeImpl::CheckReadable(ledgerkv::v1::ReadConsistency consistency) const {
   {
     absl::MutexLock l(&mu_);
-    if (!(failed_ && reads_after_failure_ && !closing_)) RETURN_IF_ERROR(RefusalLocked());
+    if (!ServingReadsOnlyLocked()) RETURN_IF_ERROR(RefusalLocked());
   }
   if (consistency == ledgerkv::v1::LINEARIZABLE && options_.linearizable_read_check) {
     RETURN_IF_ERROR(options_.linearizable_read_check());
@@ -642,9 +642,7 @@ RangeStats RangeImpl::stats() const {
   stats.snapshots_taken = snapshots_taken_;
   stats.snapshot_failures = snapshot_failures_;
   stats.serving = RefusalLocked().ok();
-  if (failed_ && reads_after_failure_ && !closing_) {
-    stats.writes_refused = std::string(failure_.message());
-  }
+  if (ServingReadsOnlyLocked()) stats.writes_refused = std::string(failure_.message());
   return stats;
 }
 

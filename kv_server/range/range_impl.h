@@ -125,6 +125,10 @@ class RangeImpl final : public Range {
 
   // Non-OK when the range takes no more requests (closing, or failed).
   absl::Status RefusalLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Failed, still answering reads (ServingReadsOnly), not closing.
+  bool ServingReadsOnlyLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return failed_ && reads_after_failure_ && !closing_;
+  }
   absl::Status CheckReadable(ledgerkv::v1::ReadConsistency consistency) const;
 
   void PolicyLoop();
