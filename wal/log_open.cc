@@ -137,6 +137,19 @@ absl::StatusOr<uint64_t> RecoverSegment(ledger::LedgerClient& client,
   return last.last_seqno();
 }
 
+// Step 2: recovers every OPEN segment of `log` and marks it CLOSED at its
+// last seqno (in `log` only; nothing is stored), then checks the result.
+absl::Status RecoverOpenSegments(const LogOptions& options, const std::string& name,
+                                 meta::v1::LogMetadata* log) {
+  for (meta::v1::LogSegment& segment : *log->mutable_segments()) {
+    if (segment.state() == meta::v1::LogSegment::CLOSED) continue;
+    ASSIGN_OR_RETURN(uint64_t last, RecoverSegment(*options.client, segment, name));
+    segment.set_state(meta::v1::LogSegment::CLOSED);
+    segment.set_last_seqno(last);
+  }
+  return CheckSegments(*log, name);
+}
+
 }  // namespace
 
 absl::StatusOr<LogWriter::Recovered> LogWriter::RecoverForReading(const LogOptions& options,
@@ -146,13 +159,7 @@ absl::StatusOr<LogWriter::Recovered> LogWriter::RecoverForReading(const LogOptio
   const std::string key = metadata::Keys(options.cluster).Log(name);
   ASSIGN_OR_RETURN(VersionedLog log, RaiseEpoch(options, key, name));
   meta::v1::LogMetadata recovered = log.metadata;
-  for (meta::v1::LogSegment& segment : *recovered.mutable_segments()) {
-    if (segment.state() == meta::v1::LogSegment::CLOSED) continue;
-    ASSIGN_OR_RETURN(uint64_t last, RecoverSegment(*options.client, segment, name));
-    segment.set_state(meta::v1::LogSegment::CLOSED);
-    segment.set_last_seqno(last);
-  }
-  RETURN_IF_ERROR(CheckSegments(recovered, name));
+  RETURN_IF_ERROR(RecoverOpenSegments(options, name, &recovered));
   // Open's step 4 would fail if anyone raised the epoch since step 1; with
   // no step 4, look: the log must still be ours (and not being deleted).
   ASSIGN_OR_RETURN(VersionedLog now, LoadLog(*options.metadata, key, name,
@@ -187,13 +194,7 @@ absl::StatusOr<std::unique_ptr<LogWriter>> LogWriter::Open(const LogOptions& opt
   // fences its ledger on the bookies: the old writer's next add fails, and
   // every add it had acknowledged is kept (ledger invariants L2, L3, L5).
   meta::v1::LogMetadata next = log.metadata;
-  for (meta::v1::LogSegment& segment : *next.mutable_segments()) {
-    if (segment.state() == meta::v1::LogSegment::CLOSED) continue;
-    ASSIGN_OR_RETURN(uint64_t last, RecoverSegment(*options.client, segment, name));
-    segment.set_state(meta::v1::LogSegment::CLOSED);
-    segment.set_last_seqno(last);
-  }
-  RETURN_IF_ERROR(CheckSegments(next, name));
+  RETURN_IF_ERROR(RecoverOpenSegments(options, name, &next));
   const uint64_t first_seqno = NextSeqnoAfter(next);
 
   // 3. A new ledger, named after the log and epoch so an orphan (a crash
