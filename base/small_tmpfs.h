@@ -100,18 +100,16 @@ class SmallTmpfs {
       return absl::FailedPreconditionError(
           absl::StrCat("only ", available, " bytes free in ", dir_));
     }
-    const int fd = ::open(BallastPath().c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
-    if (fd < 0) return absl::ErrnoToStatus(errno, "create " + BallastPath());
-    const std::string mib(1 << 20, 'b');
-    absl::Status status;
-    for (uint64_t left = available - free_bytes; left >= mib.size(); left -= mib.size()) {
-      const ssize_t n = ::write(fd, mib.data(), mib.size());
-      if (n == static_cast<ssize_t>(mib.size())) continue;
-      if (n < 0 && errno != ENOSPC) status = absl::ErrnoToStatus(errno, "write " + BallastPath());
-      break;  // short write or ENOSPC: full
-    }
-    ::close(fd);
-    return status;
+    return WriteBallast(O_TRUNC, available - free_bytes);
+  }
+
+  // Grows the ballast (keeping what it holds) until about `free_bytes` of
+  // the file system are free: the disk full again after something freed
+  // space. Nothing to do if no more than that is free.
+  absl::Status TopUpLeaving(uint64_t free_bytes) {
+    const uint64_t available = Available();
+    if (available <= free_bytes) return absl::OkStatus();
+    return WriteBallast(O_APPEND, available - free_bytes);
   }
 
   // Shortens the ballast (in one truncate, so no moment frees more) until
@@ -144,6 +142,22 @@ class SmallTmpfs {
 
  private:
   std::string BallastPath() const { return dir_ + "/ballast"; }
+  // Writes `bytes` (whole MiB) to the ballast opened with `mode` (O_TRUNC
+  // or O_APPEND); a short write or ENOSPC means full, which is fine.
+  absl::Status WriteBallast(int mode, uint64_t bytes) {
+    const int fd = ::open(BallastPath().c_str(), O_CREAT | O_WRONLY | mode, 0644);
+    if (fd < 0) return absl::ErrnoToStatus(errno, "open " + BallastPath());
+    const std::string mib(1 << 20, 'b');
+    absl::Status status;
+    for (uint64_t left = bytes; left >= mib.size(); left -= mib.size()) {
+      const ssize_t n = ::write(fd, mib.data(), mib.size());
+      if (n == static_cast<ssize_t>(mib.size())) continue;
+      if (n < 0 && errno != ENOSPC) status = absl::ErrnoToStatus(errno, "write " + BallastPath());
+      break;
+    }
+    ::close(fd);
+    return status;
+  }
   uint64_t Available() const {
     struct statvfs fs;
     if (::statvfs(dir_.c_str(), &fs) != 0) return 0;

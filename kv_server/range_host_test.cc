@@ -23,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kv_server/catalog.h"
+#include "kv_server/range/range_test_util.h"
 #include "kv_server/retry.h"
 #include "ledger/ledger_test_util.h"
 #include "wal/log_metadata.h"
@@ -221,18 +222,7 @@ class RangeHostReopenTest : public RangeHostSweepTest {
   absl::StatusOr<ledgerkv::v1::PutResponse> PutVia(const std::string& key,
                                                    const std::string& value) {
     ASSIGN_OR_RETURN(std::shared_ptr<Range> range, host_->Lookup("t", key));
-    ledgerkv::v1::PutRequest put;
-    put.set_table("t");
-    put.set_key(key);
-    put.set_value(value);
-    absl::Notification done;
-    absl::StatusOr<ledgerkv::v1::PutResponse> out = absl::UnknownError("no answer");
-    range->Put(put, [&](absl::StatusOr<ledgerkv::v1::PutResponse> r) {
-      out = std::move(r);
-      done.Notify();
-    });
-    done.WaitForNotification();
-    return out;
+    return testing::Put(*range, key, value);
   }
   absl::StatusOr<std::string> GetVia(const std::string& key) {
     ASSIGN_OR_RETURN(std::shared_ptr<Range> range, host_->Lookup("t", key));

@@ -3,10 +3,6 @@
 // restart keeps the data; with three bookies (E = Qw = Qa = 3) every
 // acknowledged write survives kill -9 of the whole process, and each restart
 // fences the previous owner with a higher log epoch.
-#include <sys/statvfs.h>
-
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
@@ -398,20 +394,7 @@ TEST(KvDurabilityProcessTest, FullDiskFailsPutsKeepsGetsAndTakesPutsAgainOnceSpa
   // disk is topped up again first, to 10 MiB free of 256, ~96% used: over
   // the 95% watermark, with room for the RocksDB files a start creates.)
   EXPECT_EQ(server.Terminate(), 0) << server.LogTail();
-  const std::string extra = dir.path() + "/extra-ballast";
-  {
-    struct statvfs st {};
-    ASSERT_EQ(::statvfs(dir.path().c_str(), &st), 0);
-    const uint64_t available = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
-    std::ofstream out(extra, std::ios::binary);
-    const std::string mib(1 << 20, 'x');
-    for (uint64_t left = available > (10 << 20) ? available - (10 << 20) : 0; left >= mib.size();
-         left -= mib.size()) {
-      out.write(mib.data(), static_cast<std::streamsize>(mib.size()));
-    }
-    out.close();
-    ASSERT_TRUE(out.good()) << "could not top the disk up";
-  }
+  ASSERT_TRUE(fs.TopUpLeaving(10 << 20).ok());
   ASSERT_TRUE(server.Start().ok()) << server.LogTail();
   ASSERT_NO_FATAL_FAILURE(expect_every_acked_put());
   still = put(i);
@@ -420,7 +403,6 @@ TEST(KvDurabilityProcessTest, FullDiskFailsPutsKeepsGetsAndTakesPutsAgainOnceSpa
 
   // Space freed: puts succeed again, with no restart (the range reopens
   // with backoff, at most 5 s apart; the bookie checks every second).
-  std::filesystem::remove(extra);
   ASSERT_TRUE(fs.Free().ok());
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   grpc::Status again = put(i);
