@@ -156,17 +156,31 @@ void RangeImpl::Execute(Callback<Response> done,
   Answer now;  // run after mu_ is released
   {
     absl::MutexLock l(&mu_);
-    if (absl::Status refusal = RefusalLocked(); !refusal.ok()) {
-      // Refused before evaluation: this request reached no log, so a client
-      // may resend it (docs/kv-api.md, "Retries"; the mark is the payload
-      // kv_server/retry.h reads).
-      refusal.SetPayload("ledgerkv-retry-safe", absl::Cord("1"));
+    absl::Status refusal = RefusalLocked();
+    // A range that answers reads only still evaluates a request, against
+    // its local state (the whole state: nothing is pending, the overlay is
+    // empty): one that would change nothing (a Txn of gets, a condition
+    // that fails) is a read and is answered as one. One that would change
+    // something is refused below. docs/range-server.md, "Reads while the
+    // log cannot be written".
+    const bool reads_only = !refusal.ok() && ServingReadsOnlyLocked();
+    // Refused before evaluation (or, reads only, before it reached a log):
+    // a client may resend it (docs/kv-api.md, "Retries"; the mark is the
+    // payload kv_server/retry.h reads).
+    refusal.SetPayload("ledgerkv-retry-safe", absl::Cord("1"));
+    if (!refusal.ok() && !reads_only) {
       now = [done, refusal](const absl::Status&) { done(refusal); };
     } else {
-      WriteView view(*local_, overlay_, last_revision_ + 1, options_.limits);
+      // Reads only: last_revision_ may count writes that failed with the log.
+      const int64_t base_revision = reads_only ? local_->meta().revision : last_revision_;
+      WriteView view(*local_, overlay_, base_revision + 1, options_.limits);
       absl::Status status = evaluate(view, response.get());
       std::string record;
-      if (status.ok() && view.changed()) {
+      // Nothing of a refused view is kept: it is dropped with this scope.
+      const bool refused = reads_only && status.ok() && view.changed();
+      if (refused) {
+        now = [done, refusal](const absl::Status&) { done(refusal); };
+      } else if (status.ok() && view.changed()) {
         range::v1::Effect effect = view.BuildEffect();
         record = effect.SerializeAsString();
         if (static_cast<int64_t>(record.size()) > options_.log.max_record_bytes) {
@@ -201,12 +215,12 @@ void RangeImpl::Execute(Callback<Response> done,
           });
         }
       }
-      if (!status.ok() || !view.changed()) {
+      if (!refused && (!status.ok() || !view.changed())) {
         // No change: the answer reflects the pending view, so it waits
         // until every earlier pending write is durable and applied.
         Answer answer;
         if (status.ok()) {
-          SetHeader(response.get(), last_revision_, descriptor_.range_id);
+          SetHeader(response.get(), base_revision, descriptor_.range_id);
           answer = [done, response](const absl::Status& s) {
             if (s.ok()) {
               done(std::move(*response));

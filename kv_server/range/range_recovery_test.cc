@@ -595,6 +595,49 @@ TEST_F(RangeTest, ALogThatCannotBeWrittenStopsWritesButReadsGoOn) {
   EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status();
   EXPECT_TRUE(refused.status().GetPayload("ledgerkv-retry-safe").has_value()) << refused.status();
   EXPECT_EQ(GetValue(*range, "counter"), "5");
+  // A request that would change nothing is a read, and is answered as one:
+  // a Txn of gets, at the revision of the state it read (not one that
+  // counts the puts that failed with the log), and a condition that fails.
+  v1::Compare counter_is_5;
+  counter_is_5.set_key("counter");
+  counter_is_5.set_target(v1::Compare::VALUE);
+  counter_is_5.set_value("5");
+  v1::TxnRequest reads;
+  *reads.add_compares() = counter_is_5;
+  reads.add_success()->mutable_get()->set_key("k3");
+  reads.add_success()->mutable_get()->set_key("counter");
+  LKV_ASSIGN_OR_FAIL(auto read_txn, Txn(*range, reads));
+  EXPECT_TRUE(read_txn.succeeded());
+  ASSERT_EQ(read_txn.results_size(), 2);
+  EXPECT_EQ(read_txn.results(0).get().kv().value(), "3");
+  EXPECT_EQ(read_txn.results(1).get().kv().value(), "5");
+  EXPECT_EQ(read_txn.header().revision(), all.revision);
+  v1::TxnRequest not_taken;  // the write is in the branch the compare does not take
+  *not_taken.add_compares() = counter_is_5;
+  not_taken.mutable_compares(0)->set_value("6");
+  *not_taken.add_success()->mutable_put() = PutReq("counter", "6");
+  not_taken.add_failure()->mutable_get()->set_key("counter");
+  LKV_ASSIGN_OR_FAIL(auto else_txn, Txn(*range, not_taken));
+  EXPECT_FALSE(else_txn.succeeded());
+  ASSERT_EQ(else_txn.results_size(), 1);
+  EXPECT_EQ(else_txn.results(0).get().kv().value(), "5");
+  v1::PutRequest stale = PutReq("k3", "stale");
+  stale.set_expected_version(7);
+  EXPECT_EQ(Put(*range, stale).status().code(), StatusCode::kFailedPrecondition);
+  // One that would change something is refused, retry-safe, and leaves
+  // nothing behind: the next request reads the state as it was.
+  v1::TxnRequest writes = reads;
+  *writes.add_success()->mutable_put() = PutReq("k3", "changed");
+  auto refused_txn = Txn(*range, writes);
+  EXPECT_EQ(refused_txn.status().code(), StatusCode::kUnavailable) << refused_txn.status();
+  EXPECT_TRUE(refused_txn.status().GetPayload("ledgerkv-retry-safe").has_value());
+  LKV_ASSIGN_OR_FAIL(auto after, Txn(*range, reads));
+  EXPECT_EQ(after.results(0).get().kv().value(), "3");
+  EXPECT_EQ(after.header().revision(), all.revision);
+  EXPECT_EQ(GetValue(*range, "k3"), "3");
+  lease_valid = false;  // a read in a Txn is gated as a linearizable get is
+  EXPECT_EQ(Txn(*range, reads).status().code(), StatusCode::kUnavailable);
+  lease_valid = true;
   for (int i = 0; i < 100 && failures.load() == 0; ++i) absl::SleepFor(absl::Milliseconds(20));
   EXPECT_EQ(failures.load(), 1);
 
