@@ -355,8 +355,11 @@ class BookieStorage {
   // waiting (the next batch would prove that sync just as well).
   void MarkSyncedIfIdle();
   // After a batch's sync: publishes its entries (recent_) and ledger
-  // states, and queues the index update.
-  void PublishBatch(std::vector<std::unique_ptr<WriteRequest>>& batch, ApplyWork* work,
+  // states, and queues the index update. `deletions_at_decision`:
+  // ledger_deletions_ when the batch's adds were decided; entries of a
+  // ledger deleted since are answered FENCED, not published.
+  void PublishBatch(std::vector<std::unique_ptr<WriteRequest>>& batch,
+                    uint64_t deletions_at_decision, ApplyWork* work,
                     std::vector<std::pair<uint64_t, int64_t>>* lac_changes);
   void ApplierLoop();
   // Writes the works' entry locations to the index; false if that failed.
@@ -434,6 +437,9 @@ class BookieStorage {
   absl::flat_hash_map<uint64_t, int64_t> explicit_lacs_ ABSL_GUARDED_BY(mu_);
   // Ledgers whose state changed since the last checkpoint wrote them.
   absl::flat_hash_set<uint64_t> dirty_ledgers_ ABSL_GUARDED_BY(mu_);
+  // DeleteLedgers calls that erased ledgers from ledgers_: a batch decided
+  // before one and published after it looks its ledgers up again.
+  uint64_t ledger_deletions_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, std::shared_ptr<RandomAccessFile>> files_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, uint64_t> file_sizes_ ABSL_GUARDED_BY(mu_);
   JournalPosition applied_ ABSL_GUARDED_BY(mu_);     // the index covers the journal up to here

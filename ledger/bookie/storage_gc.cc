@@ -56,6 +56,7 @@ absl::Status BookieStorage::DeleteLedgers(absl::Span<const uint64_t> ledger_ids)
     const absl::flat_hash_set<uint64_t> dead(ledger_ids.begin(), ledger_ids.end());
     for (uint64_t id : ledger_ids) RETURN_IF_ERROR(index_->DeleteLedger(id));
     absl::MutexLock l(&mu_);
+    ++ledger_deletions_;
     for (uint64_t id : ledger_ids) {
       ledgers_.erase(id);
       explicit_lacs_.erase(id);

@@ -2,9 +2,12 @@
 #include <algorithm>
 #include <atomic>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "base/fault_point.h"
 #include "base/file.h"
 #include "base/small_tmpfs.h"
@@ -118,6 +121,68 @@ TEST_F(StorageGcTest, L5_ADeletedLedgerRefusesAddsAsFencedAlsoAfterRestart) {
   EXPECT_EQ(ReadBack(*s, 7, 0), v1::NO_SUCH_ENTRY);
   EXPECT_EQ(AddOne(*s, 9, 0), v1::OK);
   EXPECT_EQ(ReadBack(*s, 8, 1), v1::OK);
+}
+
+// L5 and L7 through deletion, the race: a recovery add (a slow second
+// recoverer's) to a fenced ledger is decided while the ledger is held, so
+// without the tombstone lookup, and published after garbage collection
+// erased the ledger. Published as it was, it brought the ledger back in
+// memory, unfenced, and nothing read the tombstone again: the deposed
+// writer's next normal adds were acknowledged. The deletion wins: the add
+// is answered FENCED and the ledger stays deleted, also after a restart.
+TEST_F(StorageGcTest, L5_AnAddDecidedBeforeADeletionAndPublishedAfterItIsFenced) {
+  auto s = Open();
+  ASSERT_EQ(AddOne(*s, 7, 0), v1::OK);
+  ASSERT_EQ(FenceSync(*s, 7), v1::OK);
+  ASSERT_EQ(AddOne(*s, 7, 1), v1::FENCED);
+  BookieStorage* storage = s.get();
+  std::atomic<bool> hold_next_sync{false};
+  absl::Notification synced;
+  absl::Notification release;
+  // The writer stops after the add's batch is synced, before it is published.
+  FaultPoints::Get().Arm("bookie.journal.synced", [&](std::string_view) {
+    if (hold_next_sync.exchange(false)) {
+      synced.Notify();
+      release.WaitForNotification();
+    }
+    return false;
+  });
+  std::atomic<bool> once{false};
+  Code recovery_add = v1::CODE_UNSPECIFIED;
+  std::thread adder;
+  std::thread releaser;
+  // Inside DeleteLedgers, after its barrier, before the tombstone and the
+  // erase: the add is decided (ledger 7 held and fenced: a recovery add
+  // passes) and synced.
+  FaultPoints::Get().Arm("bookie.gc.deleting", [&](std::string_view) {
+    if (once.exchange(true)) return false;
+    hold_next_sync = true;
+    adder = std::thread(
+        [&] { recovery_add = AddOne(*storage, 7, 1, 0, /*recovery=*/true); });
+    synced.WaitForNotification();
+    // Released once the deletion has erased the ledger from memory (its
+    // checkpoint, next, needs the writer).
+    releaser = std::thread([&] {
+      while (storage->GetLedger(7).has_value()) absl::SleepFor(absl::Milliseconds(1));
+      release.Notify();
+    });
+    return false;
+  });
+  const std::vector<uint64_t> dead = {7};
+  ASSERT_TRUE(s->DeleteLedgers(dead).ok());
+  adder.join();
+  releaser.join();
+  FaultPoints::Get().DisarmAll();
+  ASSERT_TRUE(once.load()) << "the hook must have run inside DeleteLedgers";
+  EXPECT_EQ(recovery_add, v1::FENCED) << "an add to a ledger deleted before its publication";
+  EXPECT_FALSE(s->GetLedger(7).has_value()) << "the add brought the deleted ledger back";
+  EXPECT_EQ(AddOne(*s, 7, 2, 1), v1::FENCED) << "the deposed writer's add was acknowledged";
+  EXPECT_EQ(ReadBack(*s, 7, 1), v1::NO_SUCH_ENTRY);
+  ASSERT_TRUE(s->Checkpoint().ok());
+  s.reset();
+  s = Open();
+  EXPECT_FALSE(s->GetLedger(7).has_value());
+  EXPECT_EQ(AddOne(*s, 7, 2, 1), v1::FENCED) << "after a restart";
 }
 
 // Files with no live entries are deleted; files mostly dead are compacted

@@ -189,9 +189,11 @@ void BookieStorage::MarkSyncedIfIdle() {
 void BookieStorage::ProcessBatch(std::vector<std::unique_ptr<WriteRequest>>& batch) {
   bool force_sync = false;
   bool ok;
+  uint64_t deletions_at_decision;
   {
     absl::MutexLock l(&mu_);
     ok = !read_only_;
+    deletions_at_decision = ledger_deletions_;
     // Fences and normal adds are decided in queue order: an add queued after
     // a fence of its ledger (even in this batch) is FENCED.
     absl::flat_hash_set<uint64_t> fenced_here;
@@ -255,7 +257,7 @@ void BookieStorage::ProcessBatch(std::vector<std::unique_ptr<WriteRequest>>& bat
   }
   ApplyWork work;
   std::vector<std::pair<uint64_t, int64_t>> lac_changes;
-  PublishBatch(batch, &work, &lac_changes);
+  PublishBatch(batch, deletions_at_decision, &work, &lac_changes);
   // Acknowledge: everything is durable and readable (through recent_).
   // Barriers and GC copies wait for the index (the applier completes them).
   for (auto& req : batch) {
@@ -377,11 +379,39 @@ bool BookieStorage::WriteBatchToJournal(std::vector<std::unique_ptr<WriteRequest
 }
 
 void BookieStorage::PublishBatch(std::vector<std::unique_ptr<WriteRequest>>& batch,
-                                 ApplyWork* work,
+                                 uint64_t deletions_at_decision, ApplyWork* work,
                                  std::vector<std::pair<uint64_t, int64_t>>* lac_changes) {
   uint64_t entries = 0;
   uint64_t bytes = 0;
   absl::MutexLock l(&mu_);
+  if (ledger_deletions_ != deletions_at_decision) {
+    // A deletion ran between this batch's decision and now: an add decided
+    // while its ledger was held (so without the tombstone lookup) whose
+    // ledger is gone now would bring it back in memory, unfenced, and the
+    // tombstone would never be read again: a deposed writer's next adds
+    // would be acknowledged (docs/bookie-format.md, "Garbage collection",
+    // step 4). The deletion won; such adds are answered FENCED. They are
+    // in the journal, before the deletion's checkpoint: never replayed.
+    absl::flat_hash_map<uint64_t, v1::Code> gone;
+    for (auto& req : batch) {
+      for (WriteItem& item : req->items) {
+        if (item.code != v1::CODE_UNSPECIFIED || item.kind != WriteItem::Kind::kEntry) continue;
+        const uint64_t ledger = item.entry.ledger_id;
+        if (ledgers_.contains(ledger)) continue;
+        auto [g, inserted] = gone.try_emplace(ledger, v1::CODE_UNSPECIFIED);
+        if (inserted) {
+          absl::StatusOr<bool> deleted = index_->IsDeleted(ledger);
+          if (!deleted.ok()) {
+            absl::FPrintF(stderr, "bookie: ledger %d: %s\n", ledger, deleted.status().ToString());
+            g->second = v1::IO_ERROR;
+          } else if (*deleted) {
+            g->second = v1::FENCED;
+          }
+        }
+        item.code = g->second;  // CODE_UNSPECIFIED: a new ledger, published as usual
+      }
+    }
+  }
   absl::flat_hash_map<uint64_t, LedgerState> states;
   for (auto& req : batch) {
     for (WriteItem& item : req->items) {
