@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -561,6 +562,60 @@ TEST(LedgerWriterFailureTest, L2_FailedEnsembleChangeStillAcknowledgesEntriesTha
   EXPECT_EQ(writer->metadata().last_entry_id(), 14);
   LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
   ExpectReadable(*reader, 0, 14);
+}
+
+// A writer that failed for another reason first (a bookie it cannot
+// replace) and then hears FENCED from a bookie (an add held there while a
+// recoverer fenced it) closes with FAILED_PRECONDITION, as the contract
+// says for a fenced writer, not with its first UNAVAILABLE: a caller that
+// retries UNAVAILABLE would retry for ever and never learn that the ledger
+// is someone else's now.
+TEST(LedgerWriterFailureTest, CloseSaysFencedWhenAFenceReplyArrivesAfterTheWriterFailed) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+  const std::string id = std::to_string(writer->id());
+  for (const auto& r : AppendRange(*writer, 0, 4, 4)) LKV_ASSERT_OK(r);
+  const meta::v1::Segment segment = writer->metadata().segments(0);
+  const int held_bookie = cluster->IndexOf(segment.bookies(1));
+  const std::string held_id = cluster->bookie_id(held_bookie);
+  // The next add to one bookie waits at its door until released.
+  auto hold = std::make_shared<std::atomic<bool>>(true);
+  auto held = std::make_shared<absl::Notification>();
+  auto release = std::make_shared<absl::Notification>();
+  FaultPoints::Get().Arm("bookie.add.drop_request",
+                         [held_id, hold, held, release](std::string_view bookie) {
+                           if (bookie == held_id && hold->exchange(false)) {
+                             held->Notify();
+                             release->WaitForNotification();
+                           }
+                           return false;
+                         });
+  auto fenced_reply = std::make_shared<absl::Notification>();
+  FaultPoints::Get().Arm("ledger.writer.fenced_reply", [id, fenced_reply](std::string_view arg) {
+    if (arg == id && !fenced_reply->HasBeenNotified()) fenced_reply->Notify();
+    return false;
+  });
+  // Entry 5 reaches one live bookie, is held at the second, and fails on
+  // the stopped third, which no spare can replace: the writer fails.
+  cluster->StopBookie(cluster->IndexOf(segment.bookies(2)));
+  Results results;
+  writer->AppendAsync(PayloadFor(5), results.Callback());
+  ASSERT_TRUE(held->WaitForNotificationWithTimeout(absl::Seconds(10)));
+  const auto first = results.WaitFor(1);
+  ASSERT_TRUE(absl::IsUnavailable(first[0].status())) << first[0].status();
+  // A recoverer fences the two live bookies and closes the ledger.
+  LKV_ASSIGN_OR_FAIL(auto other, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, other->OpenLedger(writer->id(), OpenMode::kRecover));
+  ASSERT_GE(reader->metadata().last_entry_id(), 4);
+  // The held add goes on now, finds the ledger fenced, and says so.
+  release->Notify();
+  ASSERT_TRUE(fenced_reply->WaitForNotificationWithTimeout(absl::Seconds(10)))
+      << "the held add's FENCED reply never reached the writer";
+  const absl::Status closed = writer->Close();
+  EXPECT_EQ(closed.code(), absl::StatusCode::kFailedPrecondition) << closed;
+  EXPECT_TRUE(absl::StrContains(closed.message(), "fenced")) << closed;
 }
 
 // The writer is destroyed while an ensemble change is choosing its

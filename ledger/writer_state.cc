@@ -273,6 +273,8 @@ void WriterState::HandleAddReplyLocked(const AddCall& call_ref, const grpc::Stat
       } else if (code == Code::FENCED) {
         fenced_ = true;
         SetErrorLocked(FencedError(id_), changing_ensemble_);
+        // Only observed (tests wait for it); never changes the outcome.
+        static_cast<void>(LEDGERKV_FAULT("ledger.writer.fenced_reply", std::to_string(id_)));
         break;
       } else {
         FailSlotLocked(call->slot,
@@ -706,7 +708,11 @@ absl::Status WriterState::Close() {
     };
     mu_.Await(absl::Condition(&drained));
     if (closed_) return absl::OkStatus();
-    if (fenced_) return error_;
+    // Not error_: a writer that had failed otherwise (a bookie it could
+    // not replace) keeps that first error, but once a bookie answered
+    // FENCED the ledger is someone else's, and Close says so, as when its
+    // CAS finds the ledger in recovery.
+    if (fenced_) return FencedError(id_);
     closed = metadata_;
     version = version_;
     last = lac_;
