@@ -195,6 +195,32 @@ absl::Status RangeHost::OpenSlot(uint64_t id, std::unique_ptr<wal::LogWriter> lo
     }
   }
 
+  // Cluster mode, once more: Range::Open (without a log) and OpenForReads
+  // fenced the log by an epoch CAS after the check above, and may have
+  // waited out RPC timeouts first (a pause, etcd out of reach). If the
+  // lease or the assignment went meanwhile, another server may own the
+  // range now, and this instance, which fenced it, must not serve. Checked
+  // after the CAS, a valid lease means no later owner can have been
+  // assigned before it, so any later owner's CAS comes after this one and
+  // fences it.
+  if (options_.may_open && (opened.ok() || reads_only != nullptr) && !options_.may_open(id)) {
+    std::shared_ptr<Range> moved = opened.ok() ? std::shared_ptr<Range>(std::move(*opened))
+                                               : std::move(reads_only);
+    IgnoreError(moved->Close());
+    {
+      absl::MutexLock l(&mu_);
+      auto it = slots_.find(id);
+      if (it != slots_.end() && it->second.generation == generation) slots_.erase(it);
+      cv_.SignalAll();
+    }
+    absl::FPrintF(stderr,
+                  "ledgerkv: range %d of table %s: no longer assigned here (or the lease is in "
+                  "doubt) once opened; closed it\n",
+                  id, descriptor.table);
+    return RetrySafe(absl::UnavailableError(
+        absl::StrCat("range ", id, " of table ", descriptor.table, " is not assigned here")));
+  }
+
   std::shared_ptr<Range> unwanted;
   absl::Status result = opened.status();
   {

@@ -9,8 +9,10 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -23,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kv_server/catalog.h"
+#include "kv_server/range/local_store.h"
 #include "kv_server/range/range_test_util.h"
 #include "kv_server/retry.h"
 #include "ledger/ledger_test_util.h"
@@ -55,9 +58,10 @@ class RangeHostSweepTest : public ::testing::Test {
     cluster_.reset();
   }
 
-  void StartHost() {
+  void StartHost(std::function<bool(uint64_t)> may_open = nullptr) {
     RangeHostOptions o;
     o.ranges_dir = ranges_;
+    o.may_open = std::move(may_open);
     o.range.log.client = client_.get();
     o.range.log.metadata = cluster_->store();
     o.range.log.ensemble_size = o.range.log.write_quorum = o.range.log.ack_quorum = 1;
@@ -233,6 +237,35 @@ class RangeHostReopenTest : public RangeHostSweepTest {
     return got.found() ? got.kv().value() : std::string("<absent>");
   }
 };
+
+// Cluster mode: the range's lease (or assignment) is gone by the time its
+// open has fenced the log (a pause or an etcd outage during the open). The
+// check before the open passed; the host checks again after it, closes the
+// instance and does not serve it: another server may own the range now.
+TEST_F(RangeHostReopenTest, ARangeWhoseLeaseWentDuringItsOpenIsClosedNotServed) {
+  // The first check passes; the lease goes while Range::Open runs.
+  std::atomic<int> checks{0};
+  ASSERT_NO_FATAL_FAILURE(StartHost([&](uint64_t) { return checks++ == 0; }));
+  auto table = catalog_->CreateTable("t", {});
+  ASSERT_TRUE(table.ok()) << table.status();
+  const uint64_t id = table->ranges(0).range_id();
+  absl::Status opened = host_->OpenTable(*table);
+  EXPECT_TRUE(absl::IsUnavailable(opened)) << opened;
+  EXPECT_TRUE(IsRetrySafe(opened)) << opened;
+  EXPECT_GE(checks.load(), 2) << "checked only before the open";
+  EXPECT_FALSE(host_->Lookup("t", "k").ok()) << "a range whose lease went is served";
+  EXPECT_FALSE(host_->Stats(id).ok());
+  // The open did fence the log (the second check came after it)...
+  wal::LogOptions log;
+  log.client = client_.get();
+  log.metadata = cluster_->store();
+  auto meta = wal::GetLogMetadata(log, absl::StrCat("range-", id));
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_GE(meta->epoch(), 1u);
+  // ...and the instance was closed: its local DB opens (RocksDB's lock is free).
+  auto local = LocalStore::Open(Dir(id));
+  EXPECT_TRUE(local.ok()) << local.status();
+}
 
 // The full-disk case of a standalone server, with the bookie stopped
 // instead: reads never stop while the host retries (each retry opens the
