@@ -458,7 +458,20 @@ void ClusterServer::Campaign() {
   rec.set_elected_unix_ms(UnixMillis());
   absl::StatusOr<metadata::Version> put =
       store_->Put(keys_.Controller(), rec.SerializeAsString(), metadata::kMustNotExist, session);
-  if (!put.ok()) return;  // ABORTED: someone else leads; others: next pass
+  if (!put.ok()) {
+    // UNAVAILABLE: the put may have landed with its reply lost; ABORTED: the
+    // key exists, perhaps from such a put of an earlier pass. Either way
+    // the record may be this process's own, bound to its session: then
+    // nobody else can be elected while the session lives, so it must lead.
+    // Otherwise someone else leads, or nobody: the next pass tries again.
+    absl::StatusOr<metadata::VersionedValue> current = store_->Get(keys_.Controller());
+    meta::ControllerRecord found;
+    if (!current.ok() || !found.ParseFromString(current->value) ||
+        found.server_id() != server_id_ || found.instance_id() != instance_id_) {
+      return;
+    }
+    put = current->version;
+  }
   absl::MutexLock l(&mu_);
   controller_version_ = *put;
   Log("elected controller");
@@ -549,12 +562,24 @@ absl::Status ClusterServer::ControllerPass() {
           a == assignments.end() ? metadata::kMustNotExist : versions.at(r.range_id());
       // The table must still exist as listed (a drop deletes it first), and
       // we must still be the controller.
+      std::vector<metadata::TxnCompare> compares = {
+          still_controller,
+          {keys_.Table(table.name()), table_version},
+          {keys_.Assignment(r.range_id()), expected}};
+      if (a != assignments.end()) {
+        // And its owner must still be gone. The listing above is older than
+        // this write: an owner that registered again since (a restart on
+        // the same id, a server whose session was lost) lists its
+        // assignments after registering and may already serve this range;
+        // moving it now would have two servers serving it until the old one
+        // noticed. Absent here, it is absent at the write, and if it
+        // registers after, its listing sees the new owner.
+        compares.push_back({keys_.Server(a->second.server_id()), metadata::kMustNotExist});
+      }
       ASSIGN_OR_RETURN(
           metadata::TxnResult txn,
-          store_->Txn({still_controller, {keys_.Table(table.name()), table_version},
-                       {keys_.Assignment(r.range_id()), expected}},
-                      {{metadata::TxnOp::Type::kPut, keys_.Assignment(r.range_id()),
-                        next.SerializeAsString()}}));
+          store_->Txn(compares, {{metadata::TxnOp::Type::kPut, keys_.Assignment(r.range_id()),
+                                  next.SerializeAsString()}}));
       if (!txn.succeeded) {
         Wake();  // something changed under us: look again
         return absl::OkStatus();
