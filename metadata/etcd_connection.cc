@@ -69,6 +69,16 @@ absl::Status EtcdConnection::ToStatus(const grpc::Status& status, std::string_vi
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       return absl::UnavailableError(
           absl::StrCat("etcd at ", ToAbsl(address), " did not answer in time: ", detail));
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::UNKNOWN:
+    case grpc::StatusCode::INTERNAL: {
+      const char* code = status.error_code() == grpc::StatusCode::CANCELLED ? "CANCELLED"
+                         : status.error_code() == grpc::StatusCode::UNKNOWN ? "UNKNOWN"
+                                                                            : "INTERNAL";
+      return absl::UnavailableError(absl::StrCat("etcd at ", ToAbsl(address),
+                                                 ": the call broke off (", code,
+                                                 "; its outcome is unknown): ", detail));
+    }
     default:
       return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                           absl::StrCat("etcd at ", ToAbsl(address), ": ", detail));

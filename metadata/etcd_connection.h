@@ -62,7 +62,11 @@ class EtcdConnection {
   // Maps a gRPC status from `address` to an absl::Status whose message
   // names etcd, the endpoint and `what`. UNAVAILABLE and DEADLINE_EXCEEDED
   // both become UNAVAILABLE (etcd unreachable or too slow: the caller cannot
-  // tell, and retries either way); every other code is kept.
+  // tell, and retries either way). So do CANCELLED, UNKNOWN and INTERNAL:
+  // gRPC gives them for a stream reset or torn down on the way, after the
+  // request may have reached etcd, and callers read UNAVAILABLE as "a
+  // mutation's outcome is unknown" (the WAL then keeps a ledger its log may
+  // name). Every other code is etcd's answer and is kept.
   static absl::Status ToStatus(const grpc::Status& status, std::string_view address,
                                std::string_view what);
 

@@ -22,6 +22,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "metadata/etcd_connection.h"
 #include "metadata/etcd_test_util.h"
 #include "metadata/metadata_contract_test.h"
 #include "metadata/open_store.h"
@@ -100,6 +101,35 @@ INSTANTIATE_TEST_SUITE_P(Etcd, MetadataStoreContractTest,
                          ::testing::Values(MetadataContractParam{
                              "etcd", [] { return std::make_unique<EtcdHarness>(); }}),
                          contract::MetadataContractParamName);
+
+// ---- Error mapping ---------------------------------------------------------
+
+// The store's callers read UNAVAILABLE from a mutation as "its outcome is
+// unknown": the WAL then keeps a ledger its log may name, and re-reads
+// before it deletes anything. A gRPC call that broke off on the way (a
+// stream reset gives INTERNAL, UNKNOWN or CANCELLED) may have reached etcd,
+// so it must be UNAVAILABLE too, not a definite failure; etcd's own answers
+// keep their codes.
+TEST(EtcdErrorTest, ACallThatBrokeOffIsAnUnknownOutcomeAndEtcdsAnswersKeepTheirCodes) {
+  using internal::EtcdConnection;
+  for (grpc::StatusCode code :
+       {grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::DEADLINE_EXCEEDED,
+        grpc::StatusCode::CANCELLED, grpc::StatusCode::UNKNOWN, grpc::StatusCode::INTERNAL}) {
+    const absl::Status s = EtcdConnection::ToStatus(
+        grpc::Status(code, "Received RST_STREAM with error code 2"), "127.0.0.1:2379", "Txn");
+    EXPECT_TRUE(absl::IsUnavailable(s)) << code << ": " << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "127.0.0.1:2379")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "Txn")) << s;
+  }
+  for (grpc::StatusCode code :
+       {grpc::StatusCode::INVALID_ARGUMENT, grpc::StatusCode::NOT_FOUND,
+        grpc::StatusCode::FAILED_PRECONDITION, grpc::StatusCode::RESOURCE_EXHAUSTED,
+        grpc::StatusCode::PERMISSION_DENIED, grpc::StatusCode::OUT_OF_RANGE}) {
+    const absl::Status s =
+        EtcdConnection::ToStatus(grpc::Status(code, "etcdserver: an answer"), "a:1", "Txn");
+    EXPECT_EQ(static_cast<int>(s.code()), static_cast<int>(code)) << s;
+  }
+}
 
 // ---- URIs ------------------------------------------------------------------
 
