@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "kv_server/retry.h"
+#include "kv_server/range/local_store.h"
 #include "ledger/ledger_client.h"
 #include "snapshot/snapshot_store.h"
 #include "wal/log_metadata.h"
@@ -34,9 +35,15 @@ constexpr char kRestoreSuffix[] = ".restore";
 
 // Whether `name` is an entry RangeHost creates in ranges_dir: a range id in
 // canonical decimal (RangeDir), or that followed by ".restore" (snapshot
-// restore scratch dir, SnapshotOptions). Anything else is not ours.
+// restore scratch dir, SnapshotOptions) or by ".wiped" (a local store a
+// crash stopped LocalStore::Destroy from removing). Anything else is not
+// ours.
 bool ParseRangeDirName(std::string name, uint64_t* id) {
-  if (absl::EndsWith(name, kRestoreSuffix)) name.resize(name.size() - (sizeof(kRestoreSuffix) - 1));
+  if (absl::EndsWith(name, kRestoreSuffix)) {
+    name.resize(name.size() - (sizeof(kRestoreSuffix) - 1));
+  } else if (absl::EndsWith(name, LocalStore::kWipedSuffix)) {
+    name.resize(name.size() - (sizeof(LocalStore::kWipedSuffix) - 1));
+  }
   if (name.empty() || name.size() > 20 || name[0] == '0') return false;
   for (char c : name) {
     if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return false;
@@ -456,6 +463,7 @@ absl::Status RangeHost::DestroyRange(const meta::RangeMetadata& range) {
     Note(first, absl::InternalError(absl::StrCat("remove ", RangeDir(id), ": ", ec.message())));
   }
   std::filesystem::remove_all(RangeDir(id) + kRestoreSuffix, ec);
+  std::filesystem::remove_all(RangeDir(id) + LocalStore::kWipedSuffix, ec);
   absl::MutexLock l(&mu_);
   EndClosingLocked(id);
   return first;
@@ -597,7 +605,8 @@ absl::StatusOr<std::vector<uint64_t>> RangeHost::SweepLocalDirs(
   for (uint64_t id : claimed) {
     bool any = false;
     bool failed = false;
-    for (const std::string& path : {RangeDir(id), RangeDir(id) + kRestoreSuffix}) {
+    for (const std::string& path : {RangeDir(id), RangeDir(id) + kRestoreSuffix,
+                                    RangeDir(id) + LocalStore::kWipedSuffix}) {
       if (!IsPlainDir(path)) continue;
       std::error_code rm;
       fs::remove_all(path, rm);

@@ -116,8 +116,10 @@ TEST_F(RangeHostSweepTest, RemovesOnlyDirsOfUnreferencedRangesNotKnownHere) {
   const uint64_t dropped = live + 1000;   // dir and restore dir left behind
   const uint64_t warm = live + 1001;      // referenced, owned elsewhere now
   const uint64_t restore_only = live + 1002;
+  const uint64_t wiped_only = live + 1005;  // a wipe a crash cut short
   MakeDir(Dir(dropped));
   MakeDir(Dir(dropped, ".restore"));
+  MakeDir(Dir(wiped_only, ".wiped"));
   MakeDir(Dir(warm));
   MakeDir(Dir(restore_only, ".restore"));
   // Not named like a range directory, or not a directory: never touched.
@@ -139,9 +141,10 @@ TEST_F(RangeHostSweepTest, RemovesOnlyDirsOfUnreferencedRangesNotKnownHere) {
   // `live` is not referenced in this listing, but it is open here: kept.
   auto swept = host_->SweepLocalDirs({warm});
   ASSERT_TRUE(swept.ok()) << swept.status();
-  EXPECT_THAT(*swept, ElementsAre(dropped, restore_only));
+  EXPECT_THAT(*swept, ElementsAre(dropped, restore_only, wiped_only));
 
   EXPECT_FALSE(Exists(Dir(dropped)));
+  EXPECT_FALSE(Exists(Dir(wiped_only, ".wiped")));
   EXPECT_FALSE(Exists(Dir(dropped, ".restore")));
   EXPECT_FALSE(Exists(Dir(restore_only, ".restore")));
   EXPECT_TRUE(Exists(Dir(live) + "/CURRENT")) << "the RocksDB of a range open here was touched";

@@ -5,6 +5,8 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "base/fault_point.h"
+#include "base/file.h"
 #include "base/rocksdb_logger.h"
 #include "base/status_macros.h"
 #include "rocksdb/db.h"
@@ -62,6 +64,11 @@ struct Bounded {
 absl::StatusOr<std::unique_ptr<LocalStore>> LocalStore::Open(const std::string& dir,
                                                              const Tuning& tuning) {
   std::error_code ec;
+  // What a Destroy cut short by a crash left (it renamed the store away).
+  std::filesystem::remove_all(dir + kWipedSuffix, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat("cannot remove ", dir, kWipedSuffix, ": ", ec.message()));
+  }
   const bool existed = std::filesystem::exists(dir + "/CURRENT", ec);
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
@@ -107,9 +114,30 @@ absl::StatusOr<std::unique_ptr<LocalStore>> LocalStore::Open(const std::string& 
 }
 
 absl::Status LocalStore::Destroy(const std::string& dir) {
+  // Renamed away first, then removed: remove_all in place, cut short by a
+  // crash, could leave CURRENT without the files it names, a DB that no
+  // longer opens, and the range would never open again (Open opens the
+  // local DB before it could decide to rebuild it). After the rename `dir`
+  // is simply absent: the next Open creates it empty, and the range
+  // restores. A leftover of an earlier crash goes first.
+  const std::string doomed = dir + kWipedSuffix;
   std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot remove ", dir, ": ", ec.message()));
+  std::filesystem::remove_all(doomed, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot remove ", doomed, ": ", ec.message()));
+  if (std::filesystem::exists(dir, ec)) {
+    std::filesystem::rename(dir, doomed, ec);
+    if (ec) {
+      return absl::InternalError(absl::StrCat("cannot rename ", dir, ": ", ec.message()));
+    }
+    const std::string parent = std::filesystem::path(dir).parent_path().string();
+    RETURN_IF_ERROR(Env::Default()->SyncDir(parent.empty() ? "." : parent));
+    // Tests: a crash between the rename and the removal.
+    if (LEDGERKV_FAULT("local_store.destroy.renamed", dir)) {
+      return absl::InternalError("fault point local_store.destroy.renamed fired");
+    }
+    std::filesystem::remove_all(doomed, ec);
+    if (ec) return absl::InternalError(absl::StrCat("cannot remove ", doomed, ": ", ec.message()));
+  }
   std::filesystem::remove_all(dir + ".restore", ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot remove ", dir, ".restore: ", ec.message()));
   return absl::OkStatus();

@@ -85,8 +85,13 @@ class LocalStore {
   static absl::StatusOr<std::unique_ptr<LocalStore>> Open(const std::string& dir) {
     return Open(dir, Tuning{});
   }
-  // Removes `dir` and its restore scratch directory. REQUIRES: not open.
+  // Removes `dir` and its restore scratch directory, crash-safely: `dir` is
+  // renamed to `dir` + kWipedSuffix first, so a crash leaves it whole or
+  // absent, never half removed. REQUIRES: not open.
   static absl::Status Destroy(const std::string& dir);
+  // What Destroy renames a store to before removing it; a leftover of a
+  // crash is removed by the next Destroy and by Open.
+  static constexpr char kWipedSuffix[] = ".wiped";
 
   ~LocalStore();
   LocalStore(const LocalStore&) = delete;

@@ -5,11 +5,14 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/fault_point.h"
 #include "gtest/gtest.h"
 #include "ledger/ledger_test_util.h"
 #include "proto/range.pb.h"
@@ -90,6 +93,63 @@ TEST(LocalStoreTest, AfterACrashTheDataOnDiskHoldsEverySeqnoTheMetaNames) {
                          << missing << " of its writes are gone, the first at seqno "
                          << first_missing;
   EXPECT_EQ(meta.key_count, static_cast<int64_t>(meta.applied_seqno));
+}
+
+// Destroy (the range wiping a local state it cannot keep, before a
+// restore) cut short by a crash: removing the DB in place could leave
+// CURRENT and the MANIFEST without the files they name, a DB that no longer
+// opens, so the range, which opens its local DB first, never opened again.
+// Destroy renames the store away first: after a crash between the rename
+// and the removal (the renamed store half removed, as remove_all leaves
+// it), the directory is absent and opens as a new, empty store (the range
+// then restores), and the leftover goes.
+TEST(LocalStoreTest, ADestroyCutShortByACrashLeavesAStoreThatOpensEmpty) {
+  TempDir dir;
+  const std::string db_dir = dir.path() + "/range";
+  {
+    absl::StatusOr<std::unique_ptr<LocalStore>> store = LocalStore::Open(db_dir);
+    ASSERT_TRUE(store.ok()) << store.status();
+    for (uint64_t seqno = 1; seqno <= 100; ++seqno) {
+      range::v1::Effect effect;
+      effect.set_revision(static_cast<int64_t>(seqno));
+      range::v1::Mutation* m = effect.add_mutations();
+      m->set_key(KeyOf(seqno));
+      m->set_value("v");
+      m->set_create_revision(static_cast<int64_t>(seqno));
+      m->set_mod_revision(static_cast<int64_t>(seqno));
+      m->set_version(1);
+      std::vector<SequencedEffect> effects = {SequencedEffect{
+          seqno, &effect,
+          StatsDelta{.key_count = 1, .bytes = static_cast<int64_t>(KeyOf(seqno).size() + 1)}}};
+      ASSERT_TRUE((*store)->Apply(effects).ok());
+    }
+  }  // closed: flushed to table files
+
+  ScopedFaultPoints faults;
+  FaultPoints::Get().ArmAlways("local_store.destroy.renamed");
+  ASSERT_FALSE(LocalStore::Destroy(db_dir).ok()) << "the crash point did not fire";
+  FaultPoints::Get().DisarmAll();
+  const std::string wiped = db_dir + LocalStore::kWipedSuffix;
+  ASSERT_FALSE(std::filesystem::exists(db_dir)) << "not renamed away first";
+  // The removal had begun: the table files are gone, CURRENT and the
+  // MANIFEST are not.
+  int removed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(wiped)) {
+    if (absl::EndsWith(entry.path().string(), ".sst")) {
+      std::filesystem::remove(entry.path());
+      ++removed;
+    }
+  }
+  ASSERT_GT(removed, 0) << "nothing was flushed to a table file";
+  ASSERT_TRUE(std::filesystem::exists(wiped + "/CURRENT"));
+  // What an in-place removal cut short there would have left does not open.
+  EXPECT_FALSE(LocalStore::Open(wiped).ok()) << "a half-removed DB opened";
+
+  absl::StatusOr<std::unique_ptr<LocalStore>> again = LocalStore::Open(db_dir);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE((*again)->existed());
+  EXPECT_EQ((*again)->meta().applied_seqno, 0u);
+  EXPECT_FALSE(std::filesystem::exists(wiped)) << "the leftover was not removed";
 }
 
 }  // namespace
