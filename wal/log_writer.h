@@ -111,15 +111,19 @@ class LogWriter {
   //   FAILED_PRECONDITION "log <name> fenced: another writer opened it
   //     (epoch N)": a newer writer took the log over. The KV server maps
   //     this to UNAVAILABLE and gives the range up;
-  //   FAILED_PRECONDITION "log <name> is closed": after Close;
+  //   FAILED_PRECONDITION "log <name> is closed": appended after Close
+  //     began (no seqno is assigned; as for INVALID_ARGUMENT below, this
+  //     callback may run before those of earlier records, which Close
+  //     still completes);
   //   UNAVAILABLE: the ledger could not be written (bookies lost and not
   //     replaceable, metadata store unreachable);
   //   CANCELLED: the writer was destroyed first;
   //   INVALID_ARGUMENT: record larger than options.max_record_bytes (no
   //     seqno is assigned; this callback may run before those of earlier
   //     records, and the writer stays usable).
-  // Every error but INVALID_ARGUMENT is permanent: this and every pending
-  // and later record fail with it, and nothing is acknowledged again. A
+  // Every error but INVALID_ARGUMENT and "is closed" is permanent: this and
+  // every pending and later record fail with it, and nothing is
+  // acknowledged again. A
   // failed record's outcome is unknown: a later Open may find it in the log.
   // Callbacks run in seqno order, each exactly once.
   void Append(std::string record, AppendCallback done);
