@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 
 namespace ledgerkv {
@@ -28,6 +29,12 @@ class FaultPoints {
   void Arm(std::string name, Callback cb);
   // Arms `name` to fire on every hit.
   void ArmAlways(std::string name);
+  // Arms points from `spec`, for tests that run the ledgerkv binary (its
+  // LEDGERKV_FAULTS environment variable): comma-separated entries
+  // "name=once" (fires at its first hit only) or "name=sleep:MS" (sleeps
+  // MS milliseconds at every hit and never fires). INVALID_ARGUMENT names
+  // a malformed entry; nothing is armed then.
+  absl::Status ArmFromSpec(std::string_view spec);
   void Disarm(std::string_view name);
   void DisarmAll();
 

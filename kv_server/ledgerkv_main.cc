@@ -25,6 +25,7 @@
 // (exit 0).
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -37,6 +38,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/fault_point.h"
 #include "base/process_tuning.h"
 #include "kv_server/cluster/cluster_server.h"
 #include "kv_server/cluster_cli.h"
@@ -354,6 +356,18 @@ int RunServer(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   ledgerkv::TuneProcessForServer();
   if (argc < 2) return Usage("missing command");
+  // Process tests arm named fault points here (base/fault_point.h); a build
+  // without fault points (release) has none to arm.
+  if (const char* faults = std::getenv("LEDGERKV_FAULTS"); faults != nullptr && *faults != 0) {
+#if defined(LEDGERKV_FAULT_POINTS) && LEDGERKV_FAULT_POINTS
+    if (absl::Status armed = ledgerkv::FaultPoints::Get().ArmFromSpec(faults); !armed.ok()) {
+      return Usage(absl::StrCat("LEDGERKV_FAULTS: ", armed.message()));
+    }
+    absl::FPrintF(stderr, "ledgerkv: fault points armed (LEDGERKV_FAULTS): %s\n", faults);
+#else
+    absl::FPrintF(stderr, "ledgerkv: LEDGERKV_FAULTS ignored: built without fault points\n");
+#endif
+  }
   const std::string_view command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "bookie") return RunBookie(args);

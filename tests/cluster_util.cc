@@ -83,7 +83,9 @@ absl::Status TestCluster::StartServer(int i) {
   if (flags_.orphan_min_age_s > 0) {
     args.insert(args.end(), {"--orphan-min-age-s", absl::StrCat(flags_.orphan_min_age_s)});
   }
-  auto p = Process::Start(args, "serving on", absl::Seconds(60));
+  std::vector<std::string> env;
+  if (!flags_.server_faults.empty()) env.push_back("LEDGERKV_FAULTS=" + flags_.server_faults);
+  auto p = Process::Start(args, "serving on", absl::Seconds(60), std::move(env));
   if (!p.ok()) return p.status();
   s.process = std::move(*p);
   return absl::OkStatus();

@@ -59,7 +59,8 @@ int FreePort() { return PickRestartablePort(); }
 
 absl::StatusOr<std::unique_ptr<Process>> Process::Start(std::vector<std::string> argv,
                                                          const std::string& ready_marker,
-                                                         absl::Duration timeout) {
+                                                         absl::Duration timeout,
+                                                         std::vector<std::string> extra_env) {
   std::unique_ptr<Process> p(new Process());
   static int counter = 0;
   p->log_path_ = absl::StrCat(std::filesystem::temp_directory_path().string(), "/ledgerkv-proc-",
@@ -74,10 +75,19 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Start(std::vector<std::string>
   // children of tests keep it on, so a lock-order inversion still shows.
   static const std::string kDetect = "LEDGERKV_MUTEX_DEADLOCK_DETECTION=1";
   std::vector<char*> env;
+  auto replaced = [&extra_env](std::string_view var) {
+    for (const std::string& e : extra_env) {
+      const std::string_view name = std::string_view(e).substr(0, e.find('=') + 1);
+      if (var.starts_with(name)) return true;
+    }
+    return false;
+  };
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::string_view(*e).starts_with("LEDGERKV_MUTEX_DEADLOCK_DETECTION=")) continue;
+    if (replaced(*e)) continue;
     env.push_back(*e);
   }
+  for (std::string& e : extra_env) env.push_back(e.data());
   env.push_back(const_cast<char*>(kDetect.c_str()));
   env.push_back(nullptr);
   const char* log_path = p->log_path_.c_str();

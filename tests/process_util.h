@@ -31,9 +31,12 @@ class Process {
   // Starts `argv` and waits until a stdout line contains `ready_marker`
   // (returned by ready_line()). DEADLINE_EXCEEDED if it does not appear in
   // `timeout`; INTERNAL if the process exits first (with the stderr tail).
+  // `extra_env` ("NAME=value") is added to the environment the child
+  // inherits (a name given replaces the inherited one).
   static absl::StatusOr<std::unique_ptr<Process>> Start(std::vector<std::string> argv,
                                                         const std::string& ready_marker,
-                                                        absl::Duration timeout = absl::Seconds(30));
+                                                        absl::Duration timeout = absl::Seconds(30),
+                                                        std::vector<std::string> extra_env = {});
   ~Process();  // kill -9 if still running
 
   pid_t pid() const { return pid_; }

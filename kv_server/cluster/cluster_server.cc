@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/fault_point.h"
 #include "base/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "kv_server/admin_service.h"
@@ -458,6 +459,11 @@ void ClusterServer::Campaign() {
   rec.set_elected_unix_ms(UnixMillis());
   absl::StatusOr<metadata::Version> put =
       store_->Put(keys_.Controller(), rec.SerializeAsString(), metadata::kMustNotExist, session);
+  // Tests: the create landed but its reply was lost (etcd slow or changing
+  // leader): the caller sees UNAVAILABLE.
+  if (put.ok() && LEDGERKV_FAULT("cluster.controller.campaign_reply_lost")) {
+    put = absl::UnavailableError("fault point cluster.controller.campaign_reply_lost");
+  }
   if (!put.ok()) {
     // UNAVAILABLE: the put may have landed with its reply lost; ABORTED: the
     // key exists, perhaps from such a put of an earlier pass. Either way
@@ -470,6 +476,8 @@ void ClusterServer::Campaign() {
         found.server_id() != server_id_ || found.instance_id() != instance_id_) {
       return;
     }
+    Log(absl::StrCat("the controller key is this server's own (", put.status().message(),
+                     "): taking it"));
     put = current->version;
   }
   absl::MutexLock l(&mu_);
@@ -528,6 +536,17 @@ absl::Status ClusterServer::ControllerPass() {
     versions = assignment_versions_;
   }
   if (live.empty()) return absl::OkStatus();
+  if (FaultPoints::Get().AnyArmed()) {
+    // Tests: a pause between the listing and the writes that move the
+    // ranges of servers it found gone (the window an owner that registers
+    // again races with).
+    for (const auto& [id, a] : assignments) {
+      if (!live.contains(a.server_id())) {
+        static_cast<void>(LEDGERKV_FAULT("cluster.controller.owner_gone"));
+        break;
+      }
+    }
+  }
 
   std::map<std::string, int> load;
   for (const auto& [id, reg] : live) load[id] = 0;
