@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -33,8 +34,8 @@ absl::Status FaultPoints::ArmFromSpec(std::string_view spec_view) {
   std::vector<std::pair<std::string, Callback>> parsed;
   for (absl::string_view entry : absl::StrSplit(spec, ',', absl::SkipWhitespace())) {
     const std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(entry, '=');
-    const std::string name(kv.first);
-    absl::string_view action = kv.second;
+    const std::string name(absl::StripAsciiWhitespace(kv.first));
+    absl::string_view action = absl::StripAsciiWhitespace(kv.second);
     int64_t ms = 0;
     if (name.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("fault spec \"", entry, "\": no point name"));

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -592,6 +593,11 @@ TEST(LedgerWriterFailureTest, CloseSaysFencedWhenAFenceReplyArrivesAfterTheWrite
                            }
                            return false;
                          });
+  // A failed check below must not leave the bookie's thread held (the
+  // cluster's shutdown would wait for it for ever).
+  absl::Cleanup release_on_exit = [release] {
+    if (!release->HasBeenNotified()) release->Notify();
+  };
   auto fenced_reply = std::make_shared<absl::Notification>();
   FaultPoints::Get().Arm("ledger.writer.fenced_reply", [id, fenced_reply](std::string_view arg) {
     if (arg == id && !fenced_reply->HasBeenNotified()) fenced_reply->Notify();
@@ -610,7 +616,7 @@ TEST(LedgerWriterFailureTest, CloseSaysFencedWhenAFenceReplyArrivesAfterTheWrite
   LKV_ASSIGN_OR_FAIL(auto reader, other->OpenLedger(writer->id(), OpenMode::kRecover));
   ASSERT_GE(reader->metadata().last_entry_id(), 4);
   // The held add goes on now, finds the ledger fenced, and says so.
-  release->Notify();
+  std::move(release_on_exit).Invoke();
   ASSERT_TRUE(fenced_reply->WaitForNotificationWithTimeout(absl::Seconds(10)))
       << "the held add's FENCED reply never reached the writer";
   const absl::Status closed = writer->Close();

@@ -868,10 +868,11 @@ TEST(ClusterControllerProcessTest,
   };
   std::map<uint64_t, meta::v1::RangeAssignment> before;
   int other = -1;
+  int controller = -1;
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (absl::Now() < deadline) {
     before = Assignments(*cluster);
-    const int controller = cluster->ServerIndex(controller_id());
+    controller = cluster->ServerIndex(controller_id());
     std::set<std::string> owners;
     bool settled = before.size() == 5 && controller >= 0;
     for (const auto& [id, a] : before) {
@@ -902,11 +903,21 @@ TEST(ClusterControllerProcessTest,
   }
   ASSERT_FALSE(cluster->store().Get(registration).ok())
       << "the killed server's registration never expired";
-  const absl::Time restart_began = absl::Now();
+  // The controller's pass has listed the servers without it and pauses.
+  const std::string paused = absl::StrCat("its owner ", other_id, " is not registered");
+  const absl::Time listed_by = absl::Now() + absl::Seconds(10);
+  while (!absl::StrContains(cluster->server(controller)->LogTail(100000), paused) &&
+         absl::Now() < listed_by) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(absl::StrContains(cluster->server(controller)->LogTail(100000), paused))
+      << "the controller never saw the owner gone" << cluster->LogTails();
+  const absl::Time pause_began = absl::Now();
   ASSERT_TRUE(cluster->StartServer(other).ok());
   ASSERT_TRUE(cluster->store().Get(registration).ok());
-  ASSERT_LT(absl::Now() - restart_began, absl::Seconds(8))
-      << "the restart took longer than the controller's pause: this run proves nothing";
+  if (absl::Now() - pause_began > absl::Seconds(8)) {
+    GTEST_SKIP() << "the restart took longer than the controller's pause: this run proves nothing";
+  }
 
   // The paused pass wakes; later passes see the owner registered.
   absl::SleepFor(absl::Seconds(16));

@@ -74,6 +74,11 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Start(std::vector<std::string>
   // The ledgerkv binary turns absl's mutex deadlock detector off for speed;
   // children of tests keep it on, so a lock-order inversion still shows.
   static const std::string kDetect = "LEDGERKV_MUTEX_DEADLOCK_DETECTION=1";
+  for (const std::string& e : extra_env) {
+    if (e.find('=') == std::string::npos || e.front() == '=') {
+      return absl::InvalidArgumentError(absl::StrCat("extra_env entry \"", e, "\" is not NAME=value"));
+    }
+  }
   std::vector<char*> env;
   auto replaced = [&extra_env](std::string_view var) {
     for (const std::string& e : extra_env) {

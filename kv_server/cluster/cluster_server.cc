@@ -465,22 +465,33 @@ void ClusterServer::Campaign() {
     put = absl::UnavailableError("fault point cluster.controller.campaign_reply_lost");
   }
   if (!put.ok()) {
-    // UNAVAILABLE: the put may have landed with its reply lost; ABORTED: the
-    // key exists, perhaps from such a put of an earlier pass. Either way
-    // the record may be this process's own, bound to its session: then
-    // nobody else can be elected while the session lives, so it must lead.
-    // Otherwise someone else leads, or nobody: the next pass tries again.
+    // UNAVAILABLE: the put may have landed with its reply lost; ABORTED
+    // after such a put: the key may be that put. The record is then this
+    // process's own, bound to its session: nobody else can be elected while
+    // that session lives, so it must lead. Read back only while in doubt
+    // (every other server's create is ABORTED once a second).
+    {
+      absl::MutexLock l(&mu_);
+      if (absl::IsUnavailable(put.status())) campaign_in_doubt_ = session;
+      if (campaign_in_doubt_ != session) return;  // someone else leads
+    }
+    // Absent, unreadable or someone else's: the next pass tries again.
     absl::StatusOr<metadata::VersionedValue> current = store_->Get(keys_.Controller());
     meta::ControllerRecord found;
     if (!current.ok() || !found.ParseFromString(current->value) ||
         found.server_id() != server_id_ || found.instance_id() != instance_id_) {
       return;
     }
+    absl::MutexLock l(&mu_);
+    campaign_in_doubt_ = metadata::kNoSession;
     Log(absl::StrCat("the controller key is this server's own (", put.status().message(),
                      "): taking it"));
-    put = current->version;
+    controller_version_ = current->version;
+    Log("elected controller");
+    return;
   }
   absl::MutexLock l(&mu_);
+  campaign_in_doubt_ = metadata::kNoSession;
   controller_version_ = *put;
   Log("elected controller");
 }
@@ -542,6 +553,8 @@ absl::Status ClusterServer::ControllerPass() {
     // again races with).
     for (const auto& [id, a] : assignments) {
       if (!live.contains(a.server_id())) {
+        Log(absl::StrCat("range ", id, ": its owner ", a.server_id(),
+                         " is not registered (fault point cluster.controller.owner_gone)"));
         static_cast<void>(LEDGERKV_FAULT("cluster.controller.owner_gone"));
         break;
       }

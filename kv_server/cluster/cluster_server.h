@@ -195,6 +195,10 @@ class ClusterServer {
   metadata::SessionId session_ ABSL_GUARDED_BY(mu_) = metadata::kNoSession;
   // Version of `controller` we created; 0 when not the controller.
   metadata::Version controller_version_ ABSL_GUARDED_BY(mu_) = 0;
+  // The session under which a controller create of this process failed
+  // UNAVAILABLE (it may have landed, or may yet); while it is the current
+  // one, failed creates read the key back. kNoSession: none in doubt.
+  metadata::SessionId campaign_in_doubt_ ABSL_GUARDED_BY(mu_) = metadata::kNoSession;
   std::map<uint64_t, meta::v1::RangeAssignment> assignments_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, metadata::Version> assignment_versions_ ABSL_GUARDED_BY(mu_);
   bool dirty_ ABSL_GUARDED_BY(mu_) = true;

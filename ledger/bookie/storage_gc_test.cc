@@ -159,11 +159,20 @@ TEST_F(StorageGcTest, L5_AnAddDecidedBeforeADeletionAndPublishedAfterItIsFenced)
     hold_next_sync = true;
     adder = std::thread(
         [&] { recovery_add = AddOne(*storage, 7, 1, 0, /*recovery=*/true); });
-    synced.WaitForNotification();
+    if (!synced.WaitForNotificationWithTimeout(absl::Seconds(10))) {
+      // The add never reached the journal's sync: fail, do not hang.
+      ADD_FAILURE() << "the recovery add was never synced";
+      hold_next_sync = false;
+      release.Notify();
+      return false;
+    }
     // Released once the deletion has erased the ledger from memory (its
-    // checkpoint, next, needs the writer).
+    // checkpoint, next, needs the writer), or after 10 s.
     releaser = std::thread([&] {
-      while (storage->GetLedger(7).has_value()) absl::SleepFor(absl::Milliseconds(1));
+      const absl::Time until = absl::Now() + absl::Seconds(10);
+      while (storage->GetLedger(7).has_value() && absl::Now() < until) {
+        absl::SleepFor(absl::Milliseconds(1));
+      }
       release.Notify();
     });
     return false;
@@ -171,7 +180,7 @@ TEST_F(StorageGcTest, L5_AnAddDecidedBeforeADeletionAndPublishedAfterItIsFenced)
   const std::vector<uint64_t> dead = {7};
   ASSERT_TRUE(s->DeleteLedgers(dead).ok());
   adder.join();
-  releaser.join();
+  if (releaser.joinable()) releaser.join();
   FaultPoints::Get().DisarmAll();
   ASSERT_TRUE(once.load()) << "the hook must have run inside DeleteLedgers";
   EXPECT_EQ(recovery_add, v1::FENCED) << "an add to a ledger deleted before its publication";
