@@ -25,6 +25,22 @@ using ledger::testing::TempDir;
 
 std::string KeyOf(uint64_t seqno) { return absl::StrCat("key-", seqno); }
 
+// Applies the put of KeyOf(seqno) = "v" as the write of `seqno`.
+absl::Status ApplyPut(LocalStore& store, uint64_t seqno) {
+  range::v1::Effect effect;
+  effect.set_revision(static_cast<int64_t>(seqno));
+  range::v1::Mutation* m = effect.add_mutations();
+  m->set_key(KeyOf(seqno));
+  m->set_value("v");
+  m->set_create_revision(static_cast<int64_t>(seqno));
+  m->set_mod_revision(static_cast<int64_t>(seqno));
+  m->set_version(1);
+  std::vector<SequencedEffect> effects = {SequencedEffect{
+      seqno, &effect,
+      StatsDelta{.key_count = 1, .bytes = static_cast<int64_t>(KeyOf(seqno).size() + 1)}}};
+  return store.Apply(effects);
+}
+
 // In a child process: applies one small put per seqno until RocksDB has
 // flushed the meta column family on its own (its memtable made small so
 // that it fills long before the data's, as it does in production where the
@@ -38,18 +54,7 @@ std::string KeyOf(uint64_t seqno) { return absl::StrCat("key-", seqno); }
   rocksdb::DB* db = (*store)->db();
   uint64_t flushed_at = 0;
   for (uint64_t seqno = 1; seqno <= 200000; ++seqno) {
-    range::v1::Effect effect;
-    effect.set_revision(static_cast<int64_t>(seqno));
-    range::v1::Mutation* m = effect.add_mutations();
-    m->set_key(KeyOf(seqno));
-    m->set_value("v");
-    m->set_create_revision(static_cast<int64_t>(seqno));
-    m->set_mod_revision(static_cast<int64_t>(seqno));
-    m->set_version(1);
-    std::vector<SequencedEffect> effects = {
-        SequencedEffect{seqno, &effect, StatsDelta{.key_count = 1, .bytes = 0}}};
-    effects[0].delta->bytes = static_cast<int64_t>(KeyOf(seqno).size() + 1);
-    if (!(*store)->Apply(effects).ok()) _exit(4);
+    if (!ApplyPut(**store, seqno).ok()) _exit(4);
     if (flushed_at == 0) {
       std::string files;
       if (db->GetProperty((*store)->meta_cf(), "rocksdb.num-files-at-level0", &files) &&
@@ -109,20 +114,7 @@ TEST(LocalStoreTest, ADestroyCutShortByACrashLeavesAStoreThatOpensEmpty) {
   {
     absl::StatusOr<std::unique_ptr<LocalStore>> store = LocalStore::Open(db_dir);
     ASSERT_TRUE(store.ok()) << store.status();
-    for (uint64_t seqno = 1; seqno <= 100; ++seqno) {
-      range::v1::Effect effect;
-      effect.set_revision(static_cast<int64_t>(seqno));
-      range::v1::Mutation* m = effect.add_mutations();
-      m->set_key(KeyOf(seqno));
-      m->set_value("v");
-      m->set_create_revision(static_cast<int64_t>(seqno));
-      m->set_mod_revision(static_cast<int64_t>(seqno));
-      m->set_version(1);
-      std::vector<SequencedEffect> effects = {SequencedEffect{
-          seqno, &effect,
-          StatsDelta{.key_count = 1, .bytes = static_cast<int64_t>(KeyOf(seqno).size() + 1)}}};
-      ASSERT_TRUE((*store)->Apply(effects).ok());
-    }
+    for (uint64_t seqno = 1; seqno <= 100; ++seqno) ASSERT_TRUE(ApplyPut(**store, seqno).ok());
   }  // closed: flushed to table files
 
   ScopedFaultPoints faults;
