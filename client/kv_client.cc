@@ -26,6 +26,11 @@ struct KvClient::Connection {
 
 namespace {
 
+// A call whose deadline (CallOptions) had already passed: nothing is sent.
+absl::Status PassedDeadline() {
+  return absl::DeadlineExceededError("the call's deadline had passed before it was sent");
+}
+
 // How long an attempt waits for a connection in progress before giving up
 // on that server (nothing sent). Above gRPC's connect timeout here (the 1 s
 // min reconnect backoff), so a connect that will fail has failed by then.
@@ -174,9 +179,12 @@ KvClient::Connection& KvClient::ConnectionTo(const std::string& address) {
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    // Requests may be up to the server's 4 MiB limit plus framing, and
-    // scans return up to that much.
-    args.SetMaxReceiveMessageSize(16 << 20);
+    // Requests may be up to the server's 4 MiB limit plus framing. Replies
+    // have no limit here: a Txn of many gets, or a range delete with
+    // prev_kv, can answer far more than a scan page, and a reply refused
+    // here would turn an applied write into RESOURCE_EXHAUSTED, which
+    // callers read as "refused, not applied" (docs/kv-api.md).
+    args.SetMaxReceiveMessageSize(-1);
     args.SetMaxSendMessageSize(16 << 20);
     // Subchannels of this client only: gRPC otherwise shares them process-
     // wide, and a new client would inherit another's connection to a server
@@ -222,6 +230,7 @@ void KvClient::FetchLayout(absl::string_view table, const std::string& address,
 
 absl::Status KvClient::Invoke(const Route& route, Kind kind, const CallOptions& opts,
                               Attempt attempt) {
+  if (opts.deadline < absl::ZeroDuration()) return PassedDeadline();
   const absl::Duration budget =
       opts.deadline > absl::ZeroDuration() ? opts.deadline : options_.default_deadline;
   const absl::Time deadline = absl::Now() + budget;
@@ -249,6 +258,11 @@ absl::Status KvClient::Invoke(const Route& route, Kind kind, const CallOptions& 
       ctx.set_deadline(absl::ToChronoTime(deadline));
       ctx.set_wait_for_ready(options_.wait_for_ready);
       status = FromGrpc(attempt(conn, &ctx));
+      if (absl::IsNotFound(status) && !route.table.empty()) {
+        // The table is gone (dropped): a table created again under its
+        // name has new ranges, learned afresh.
+        range_map_.ForgetTable(route.table);
+      }
       if (status.ok() || !absl::IsUnavailable(status)) return status;
       owner = Trailer(ctx, kOwnerMetadata);
       retry_safe = Trailer(ctx, kRetrySafeMetadata) == "1";
@@ -267,8 +281,12 @@ absl::Status KvClient::Invoke(const Route& route, Kind kind, const CallOptions& 
         range_map_.LearnOwner(std::string(route.table), route.key, owner);
         // Without the table's layout the hint stands for the whole table,
         // and every request to another range would be redirected once
-        // more: learn the layout from the owner (once per call).
-        if (!fetched_layout && !range_map_.HasLayout(route.table)) {
+        // more. With a layout, the redirect says it is stale (a range moved,
+        // or the table was dropped and created again with other splits: a
+        // stale range spanning two new ones would have its owner flip
+        // between their owners on every redirect). Either way: learn the
+        // layout from the owner (once per call).
+        if (!fetched_layout) {
           fetched_layout = true;
           FetchLayout(route.table, owner, deadline);
         }
@@ -349,6 +367,7 @@ absl::StatusOr<v1::RangeResponse> KvClient::Range(const v1::RangeRequest& reques
   // in the range where the previous page stopped, often another server's.
   // A reverse scan starts in the last range, which only the layout tells.
   CallOptions call = opts;
+  if (opts.deadline < absl::ZeroDuration()) return PassedDeadline();
   if (request.reverse() && !range_map_.HasLayout(request.table())) {
     const absl::Duration budget =
         opts.deadline > absl::ZeroDuration() ? opts.deadline : options_.default_deadline;

@@ -84,7 +84,8 @@ struct ClientOptions {
 };
 
 struct CallOptions {
-  // Zero: ClientOptions::default_deadline.
+  // Zero: ClientOptions::default_deadline. Negative (a caller's time left
+  // that has run out): DEADLINE_EXCEEDED at once, nothing sent.
   absl::Duration deadline = absl::ZeroDuration();
 };
 

@@ -178,6 +178,48 @@ TEST_F(KvClientRoutingTest, RetrySafeWriteAndReadFollowOwnerOnce) {
   EXPECT_EQ(moved_->gets.load(), 0);
 }
 
+// A cached layout that a redirect contradicts is learned again: here the
+// client holds a stale one (a range id the table no longer has, owned by the
+// stand-in, as after the table was dropped and created again). The
+// redirect to the real owner makes the call fetch the table's layout, so
+// the next requests go straight to the owners of the current ranges.
+TEST_F(KvClientRoutingTest, ARedirectRefreshesAStaleLayout) {
+  google::protobuf::RepeatedPtrField<v1::RangeInfo> stale;
+  v1::RangeInfo* r = stale.Add();
+  r->set_range_id(999999);
+  r->set_owner(old_address_);
+  client_->range_map().Update("moved", stale);
+  ASSERT_TRUE(client_->range_map().HasLayout("moved"));
+
+  auto put = client_->Put(PutOf("k", "v"));
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_EQ(moved_->puts.load(), 1);
+  const std::vector<RangeRoute> routes = client_->range_map().Routes("moved");
+  ASSERT_EQ(routes.size(), 1u);
+  EXPECT_NE(routes[0].range_id, 999999u) << "the stale layout was kept";
+  EXPECT_EQ(routes[0].owner, owner_->address());
+  auto got = client_->Get(GetOf("z"));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(moved_->gets.load(), 0);
+}
+
+// A call that finds its table gone (dropped by another client) forgets the
+// table's layout: a table created again under the name is learned afresh.
+TEST_F(KvClientRoutingTest, ATableFoundGoneIsForgotten) {
+  ASSERT_TRUE(direct_->Put(PutOf("k", "v")).ok());
+  v1::DescribeTableRequest describe;
+  describe.set_name("moved");
+  ASSERT_TRUE(direct_->DescribeTable(describe).ok());
+  ASSERT_TRUE(direct_->range_map().HasLayout("moved"));
+  auto other = NewClient(owner_->address());
+  ASSERT_NE(other, nullptr);
+  v1::DropTableRequest drop;
+  drop.set_name("moved");
+  ASSERT_TRUE(other->DropTable(drop).ok());
+  EXPECT_EQ(direct_->Get(GetOf("k")).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(direct_->range_map().HasLayout("moved"));
+}
+
 TEST_F(KvClientRoutingTest, WriteWithoutRetrySafeMarkIsNotResent) {
   v1::IncrementRequest incr;
   incr.set_table("moved");

@@ -112,6 +112,35 @@ TEST(KvClientRetryTest, NoServerRetriesReadsAndWritesNothingSent) {
   // mark is not resent: kv_client_routing_test.cc.)
 }
 
+// A caller that passes its time left, already run out, gets
+// DEADLINE_EXCEEDED at once with nothing sent, not a call that runs on for
+// the client's 10 s default deadline.
+TEST(KvClientRetryTest, ANegativeDeadlineFailsAtOnceAndSendsNothing) {
+  ClientOptions o;
+  o.endpoint = absl::StrCat("127.0.0.1:", testing::FreePort());
+  o.max_attempts = 1000;
+  o.backoff.initial = absl::Milliseconds(10);
+  auto client = KvClient::Create(o);
+  ASSERT_TRUE(client.ok());
+  const CallOptions late{.deadline = -absl::Milliseconds(1)};
+  v1::GetRequest get;
+  get.set_table("t");
+  get.set_key("k");
+  const absl::Time start = absl::Now();
+  EXPECT_EQ((*client)->Get(get, late).status().code(), absl::StatusCode::kDeadlineExceeded);
+  v1::RangeRequest scan;
+  scan.set_table("t");
+  scan.set_reverse(true);
+  EXPECT_EQ((*client)->Range(scan, late).status().code(), absl::StatusCode::kDeadlineExceeded);
+  v1::IncrementRequest incr;
+  incr.set_table("t");
+  incr.set_key("k");
+  EXPECT_EQ((*client)->Increment(incr, late).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_EQ((*client)->retries(), 0);
+}
+
 class KvClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -184,6 +213,36 @@ TEST_F(KvClientTest, RoundTripAndScanAllFollowsContinuationAcrossRanges) {
   auto missing = c->ScanAll(none);
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(missing.status().message(), HasSubstr("no_such_table"));
+}
+
+// A write whose answer is large (an increment in a Txn with 20 gets of
+// 1 MiB values: ~20 MiB) is answered, not refused by the client's receive
+// limit after the server applied it: RESOURCE_EXHAUSTED means "refused, not
+// applied" to callers (ledgerkvctl exits 1), so a retry would increment
+// twice.
+TEST_F(KvClientTest, AWriteWithAnAnswerLargerThanAScanPageIsAnsweredNotRefused) {
+  auto c = NewClient();
+  ASSERT_NE(c, nullptr);
+  const std::string big(1 << 20, 'x');
+  v1::TxnRequest txn;
+  txn.set_table("default");
+  v1::IncrementRequest* incr = txn.add_success()->mutable_increment();
+  incr->set_key("counter");
+  incr->set_delta(1);
+  for (int i = 0; i < 20; ++i) {
+    v1::PutRequest put;
+    put.set_table("default");
+    put.set_key(absl::StrCat("big", i));
+    put.set_value(big);
+    ASSERT_TRUE(c->Put(put).ok()) << i;
+    txn.add_success()->mutable_get()->set_key(put.key());
+  }
+  auto r = c->Txn(txn);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->ByteSizeLong(), size_t{16} << 20);
+  ASSERT_EQ(r->results_size(), 21);
+  EXPECT_EQ(r->results(0).increment().value(), 1);
+  EXPECT_EQ(r->results(20).get().kv().value().size(), big.size());
 }
 
 TEST_F(KvClientTest, DescribeTableFillsRangeMap) {
