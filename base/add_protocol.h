@@ -21,8 +21,13 @@ inline constexpr std::string_view kHelloBody = "ledgerkv-add/1";
 // bookie.v1.AddResponse, or status = a gRPC status code (non-zero) and body
 // = its message, exactly what the Add RPC would have ended with.
 
-// Largest frame body either side accepts: an AddRequest carries entries
-// of up to 64 MiB (kMaxPayloadSize), plus room for its fields.
-inline constexpr size_t kMaxBodyBytes = (size_t{64} << 20) + (size_t{16} << 20);
+// Largest entry payload a bookie stores (its journal's kMaxPayloadSize); a
+// ledger client refuses a max_entry_bytes above it.
+inline constexpr size_t kMaxEntryPayloadBytes = size_t{64} << 20;
+
+// Largest frame body either side accepts, and the gRPC message limit of
+// bookie RPCs on both sides: an AddRequest (or a ReadResponse) carries
+// entries of up to kMaxEntryPayloadBytes, plus room for its fields.
+inline constexpr size_t kMaxBodyBytes = kMaxEntryPayloadBytes + (size_t{16} << 20);
 
 }  // namespace ledgerkv::add_protocol

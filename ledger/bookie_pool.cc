@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/add_protocol.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -36,9 +37,13 @@ std::shared_ptr<BookieConn> BookiePool::ForAddress(const std::string& address) {
     // frame"), the channel went TRANSIENT_FAILURE and a healthy bookie was
     // dropped from the ensemble. A refused connection still fails at once.
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
-    // Batched reads may exceed the 4 MiB default.
-    args.SetMaxReceiveMessageSize(64 << 20);
-    args.SetMaxSendMessageSize(64 << 20);
+    // Batched reads may exceed the 4 MiB default, and one entry may be up
+    // to the bookie's largest payload: an entry the bookie stored (and
+    // acknowledged) must also travel back in a read, and again in a
+    // recovery add, with room for the message's fields. The bookie's own
+    // limit is the same.
+    args.SetMaxReceiveMessageSize(static_cast<int>(add_protocol::kMaxBodyBytes));
+    args.SetMaxSendMessageSize(static_cast<int>(add_protocol::kMaxBodyBytes));
     // A channel of its own per pool: a test's stopped bookie must not leave
     // a shared, backed-off subchannel behind for other clients.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);

@@ -5,8 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/add_protocol.h"
 #include "base/status_macros.h"
 #include "ledger/client_core.h"
+#include "ledger/entry_format.h"
 #include "ledger/recovery.h"
 #include "ledger/writer_state.h"
 
@@ -37,6 +39,22 @@ absl::StatusOr<std::unique_ptr<LedgerClient>> LedgerClient::Create(ClientOptions
   }
   if (options.recovery_readd_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("ClientOptions.recovery_readd_grace must not be negative");
+  }
+  // A bookie stores no larger payload than kMaxEntryPayloadBytes, the
+  // entry's header included (a larger one is refused INVALID, which the
+  // writer takes for a failed bookie), and an add request (several entries
+  // up to max_bytes_per_add_rpc, or one larger entry alone) must fit the
+  // add port's frame and the RPC's message limit.
+  constexpr int64_t kMaxEntry =
+      static_cast<int64_t>(add_protocol::kMaxEntryPayloadBytes - kEntryHeaderSize);
+  if (options.max_entry_bytes < 1 || options.max_entry_bytes > kMaxEntry) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ClientOptions.max_entry_bytes must be in [1, ", kMaxEntry,
+        "] (a bookie's largest entry, less the client's ", kEntryHeaderSize, "-byte header)"));
+  }
+  if (options.max_bytes_per_add_rpc < 1 || options.max_bytes_per_add_rpc > kMaxEntry) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientOptions.max_bytes_per_add_rpc must be in [1, ", kMaxEntry, "]"));
   }
   return std::unique_ptr<LedgerClient>(
       new LedgerClient(std::make_shared<ClientCore>(std::move(options))));

@@ -248,7 +248,56 @@ TEST(LedgerWriteTest, BadInputGetsClearErrors) {
   grace.recovery_readd_grace = absl::Milliseconds(-1);
   EXPECT_EQ(LedgerClient::Create(grace).status().code(), absl::StatusCode::kInvalidArgument);
   grace.recovery_readd_grace = absl::ZeroDuration();  // only Qa waited for: valid
+  // Entries larger than a bookie stores, or add requests larger than its
+  // frames, are refused when the client is created, not by a bookie later.
+  for (int64_t bad : {int64_t{0}, (int64_t{64} << 20) - 7}) {
+    ClientOptions entry;
+    entry.metadata = cluster->store();
+    entry.max_entry_bytes = bad;
+    EXPECT_EQ(LedgerClient::Create(entry).status().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+    ClientOptions rpc;
+    rpc.metadata = cluster->store();
+    rpc.max_bytes_per_add_rpc = bad;
+    EXPECT_EQ(LedgerClient::Create(rpc).status().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
   LKV_ASSERT_OK(LedgerClient::Create(grace).status());
+}
+
+// L3 at the size limit: an entry as large as a bookie stores (64 MiB with
+// the client's 8-byte header) is acknowledged, read back, and recovered
+// (fencing reads and a recovery add both carry it). The client's gRPC
+// limits used to be exactly 64 MiB, so such an entry was acknowledged over
+// the add port but no read or recovery could ever carry it back: the
+// ledger could not be closed. (And a client allowed 64 MiB user payloads
+// sent entries every bookie refused, and replaced healthy bookies.)
+TEST(LedgerWriteTest, L3_AnEntryOfTheLargestSizeIsReadBackAndRecovered) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
+  ClientOptions options;
+  options.metadata = cluster->store();
+  options.max_entry_bytes = (int64_t{64} << 20) - 8;
+  LKV_ASSIGN_OR_FAIL(auto client, LedgerClient::Create(options));
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 2)));
+  std::string big((size_t{64} << 20) - 8, 'x');
+  big.replace(0, 5, "first");
+  big.replace(big.size() - 4, 4, "last");
+  LKV_ASSERT_OK(writer->Append("small").status());
+  // The last entry: above the LAC any bookie holds, so recovery must read
+  // it (with the fence flag) and add it again.
+  LKV_ASSIGN_OR_FAIL(int64_t id, writer->Append(big));
+  ASSERT_EQ(id, 1);
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+  LKV_ASSIGN_OR_FAIL(auto tail, reader->Read(0, 0));
+  ASSERT_EQ(tail.size(), 1u);
+  EXPECT_EQ(tail[0].payload, "small");
+  LKV_ASSIGN_OR_FAIL(auto other, cluster->NewClient(options));
+  LKV_ASSIGN_OR_FAIL(auto recovered, other->OpenLedger(writer->id(), OpenMode::kRecover));
+  EXPECT_EQ(recovered->metadata().last_entry_id(), 1);
+  LKV_ASSIGN_OR_FAIL(auto entries, recovered->Read(0, 1));
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].payload, "small");
+  EXPECT_TRUE(entries[1].payload == big) << "the largest entry came back different";
 }
 
 TEST(LedgerWriteTest, L2_BookieStoppedMidStreamEnsembleChangeKeepsEveryAckedEntry) {

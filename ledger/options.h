@@ -72,7 +72,9 @@ struct ClientOptions {
   // (docs/ledger-protocol.md, "Explicit LAC writes"), so that tailing readers
   // see its last entries. absl::InfiniteDuration() turns it off.
   absl::Duration explicit_lac_delay = absl::Milliseconds(50);
-  // Largest payload one append may carry (bookies refuse more than 64 MiB).
+  // Largest payload one append may carry: 1 to 64 MiB - 8 (a bookie's
+  // largest entry, add_protocol::kMaxEntryPayloadBytes, less the 8-byte
+  // header the client adds to each entry; Create refuses more).
   int64_t max_entry_bytes = int64_t{16} << 20;
   // Payload bytes a bookie may return in one Read RPC (it always returns at
   // least one entry). Keep well below the gRPC message limit.

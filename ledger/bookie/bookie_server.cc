@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "base/add_protocol.h"
 #include "base/file.h"
 #include "base/status_macros.h"
 #include "grpcpp/grpcpp.h"
@@ -23,8 +24,9 @@ namespace {
 
 constexpr int kReadThreads = 4;
 constexpr absl::Duration kSessionTtl = absl::Seconds(10);
-// An add carries up to kMaxPayloadSize per entry; leave room for framing.
-constexpr int kMaxReceiveMessageBytes = static_cast<int>(kMaxPayloadSize) + (16 << 20);
+// An add carries up to kMaxPayloadSize per entry; leave room for framing
+// (the clients' limit is the same: add_protocol::kMaxBodyBytes).
+constexpr int kMaxReceiveMessageBytes = static_cast<int>(add_protocol::kMaxBodyBytes);
 
 namespace meta = ::ledgerkv::meta::v1;
 
@@ -362,6 +364,7 @@ bool BookieServer::read_only() const {
 }
 
 void BookieServer::Shutdown() {
+  absl::MutexLock whole(&shutdown_mu_);
   metadata::SessionId session;
   {
     absl::MutexLock l(&mu_);

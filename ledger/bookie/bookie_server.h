@@ -182,6 +182,9 @@ class BookieServer {
   };
   const std::shared_ptr<LocalGate> local_gate_ = std::make_shared<LocalGate>();
 
+  // Held through Shutdown: a second caller (a signal thread and the
+  // destructor) waits for the first to finish, then returns.
+  absl::Mutex shutdown_mu_ ABSL_ACQUIRED_BEFORE(gc_mu_);
   absl::Mutex gc_mu_;  // one GC round at a time
 
   mutable absl::Mutex mu_;

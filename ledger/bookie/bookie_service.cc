@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -131,7 +132,10 @@ grpc::ServerUnaryReactor* BookieServiceImpl::Read(grpc::CallbackServerContext* c
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
-  if (req->first_entry_id() < 0 || req->count() < 1) {
+  // The ids asked for must exist as int64 (first + count - 1 below).
+  if (req->first_entry_id() < 0 || req->count() < 1 ||
+      req->first_entry_id() > std::numeric_limits<int64_t>::max() -
+                                  std::min<int64_t>(req->count(), kMaxReadCount)) {
     resp->set_code(v1::INVALID);
     reactor->Finish(grpc::Status::OK);
     return reactor;

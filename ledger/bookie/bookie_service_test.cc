@@ -1,5 +1,6 @@
 // The Bookie gRPC service over real gRPC on 127.0.0.1.
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -235,6 +236,13 @@ TEST_F(BookieServiceTest, UnknownLedgerAndBadArguments) {
   resp.Clear();
   ASSERT_TRUE(Read(req, &resp).ok());
   EXPECT_EQ(resp.code(), v1::INVALID);
+  // Ids past INT64_MAX do not exist: refused, not wrapped to negative ids.
+  req.set_first_entry_id(std::numeric_limits<int64_t>::max() - 2);
+  req.set_count(10);
+  resp.Clear();
+  ASSERT_TRUE(Read(req, &resp).ok());
+  EXPECT_EQ(resp.code(), v1::INVALID);
+  EXPECT_EQ(resp.results_size(), 0);
   v1::ReadLacResponse lresp;
   ASSERT_TRUE(ReadLacNow(77, /*fence=*/false, &lresp).ok());
   EXPECT_EQ(lresp.code(), v1::NO_SUCH_LEDGER);

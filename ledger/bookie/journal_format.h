@@ -31,11 +31,15 @@
 #include <string>
 #include <string_view>
 
+#include "base/add_protocol.h"
+
 namespace ledgerkv::bookie {
 
 inline constexpr size_t kRecordHeaderSize = 48;
 // Larger payloads are rejected on add (INVALID) and make a header invalid.
 inline constexpr uint32_t kMaxPayloadSize = 64u << 20;
+static_assert(kMaxPayloadSize == add_protocol::kMaxEntryPayloadBytes,
+              "clients size their messages by add_protocol::kMaxEntryPayloadBytes");
 
 // kSyncMark: written (without a sync of its own) just past the end of the
 // journal after a batch's fdatasync returned, when no other batch follows at
