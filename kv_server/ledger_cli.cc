@@ -17,20 +17,26 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "base/status_macros.h"
 #include "ledger/ledger_client.h"
 #include "metadata/open_store.h"
 #include "proto/metadata.pb.h"
+#include "snapshot/manifest.h"
+#include "wal/log_metadata.h"
 
 namespace ledgerkv::kv {
 
 const char kLedgerCliUsage[] =
     "  ledger --metadata URI [--cluster NAME] <list | show ID |\n"
-    "         read ID [--from N] [--to M | --follow] | recover ID | delete ID>\n"
+    "         read ID [--from N] [--to M | --follow] | recover ID | delete ID [--force]>\n"
     "      operator commands on ledgers. list: every ledger with state, E/Qw/Qa and last\n"
     "      entry. show: its metadata. read: entries N..M (default 0..LAC) without\n"
     "      recovery; --follow: then every entry as it is confirmed, until the ledger is\n"
-    "      closed. recover: fence and close it, print its last entry id. delete: remove\n"
-    "      its metadata (bookies reclaim the entries). URI: etcd://HOST:PORT or\n"
+    "      closed. recover: fence and close it (its writer, if alive, fails for good),\n"
+    "      print its last entry id. delete [--force]: remove its metadata (bookies\n"
+    "      reclaim the entries); refused for a ledger that is not CLOSED, that a log\n"
+    "      still names as a segment or that a snapshot manifest still lists (--force:\n"
+    "      delete anyway, losing what they hold). URI: etcd://HOST:PORT or\n"
     "      embedded:///DIR (the embedded store must not be open in another process).\n";
 
 namespace {
@@ -182,6 +188,69 @@ int Read(ledger::LedgerClient* client, uint64_t id, int64_t from, int64_t to, Ou
   return 0;
 }
 
+// Whether ledger `id` may be deleted without losing what someone still
+// relies on: it must be CLOSED (an OPEN ledger may have a writer getting
+// adds acknowledged, which the bookies' garbage collection would then
+// reclaim), no log may name it as a segment (its records are the log's;
+// the log would no longer open: DATA_LOSS), and no snapshot manifest may
+// list it (a restore would fall back to an older snapshot, or lose what
+// the truncated log no longer holds). FAILED_PRECONDITION says which; a
+// reference that cannot be read is refused too (UNAVAILABLE and the like:
+// try again, or --force).
+absl::Status CheckUnused(metadata::MetadataStore& store, const std::string& cluster,
+                         ledger::LedgerClient* client, uint64_t id) {
+  ASSIGN_OR_RETURN(LedgerMetadata m, client->GetLedgerMetadata(id));
+  const std::string force = "; --force deletes it anyway";
+  if (m.state() != meta::v1::CLOSED) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ledger ", id, " is ", StateName(m.state()),
+        ": a writer may still be adding to it (recover it first to close it)", force));
+  }
+  const metadata::Keys keys(cluster);
+  if (auto log = m.custom().find("log"); log != m.custom().end()) {
+    absl::StatusOr<wal::VersionedLog> record =
+        wal::LoadLog(store, keys.Log(log->second), log->second, /*include_deleting=*/true);
+    if (!record.ok() && !absl::IsNotFound(record.status())) {
+      return absl::Status(record.status().code(),
+                          absl::StrCat("cannot check whether log ", log->second,
+                                       " still names ledger ", id, ": ",
+                                       record.status().message(), force));
+    }
+    if (record.ok()) {
+      for (const meta::v1::LogSegment& segment : record->metadata.segments()) {
+        if (segment.ledger_id() == id) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "log ", log->second, " still names ledger ", id, " as its segment from seqno ",
+              segment.first_seqno(), ": deleting it would lose the log's records", force));
+        }
+      }
+    }
+  }
+  if (auto purpose = m.custom().find("purpose");
+      purpose != m.custom().end() && purpose->second == "snapshot") {
+    uint64_t range_id = 0;
+    auto range = m.custom().find("range_id");
+    if (range != m.custom().end() && absl::SimpleAtoi(range->second, &range_id)) {
+      absl::StatusOr<snapshot::VersionedManifest> manifest = snapshot::LoadManifest(
+          store, snapshot::ManifestKey(cluster, range_id), range_id);
+      if (!manifest.ok()) {
+        return absl::Status(manifest.status().code(),
+                            absl::StrCat("cannot check whether range ", range_id,
+                                         "'s snapshots still list ledger ", id, ": ",
+                                         manifest.status().message(), force));
+      }
+      for (const meta::v1::SnapshotRecord& snap : manifest->manifest.snapshots()) {
+        if (snap.ledger_id() == id) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "range ", range_id, "'s snapshot manifest still lists ledger ", id,
+              " (snapshot at seqno ", snap.seqno(), ")", force));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
@@ -205,11 +274,16 @@ int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
   int64_t from = 0;
   int64_t to = -1;  // -1: up to the last readable entry
   bool follow = false;
-  // "--from N", "--to M", "--follow".
+  bool force = false;
+  // "--from N", "--to M", "--follow"; delete's "--force".
   for (size_t i = 2; i < command.size(); ++i) {
     const std::string& a = command[i];
     if (verb == "read" && a == "--follow") {
       follow = true;
+      continue;
+    }
+    if (verb == "delete" && a == "--force") {
+      force = true;
       continue;
     }
     if (verb != "read" || (a != "--from" && a != "--to")) {
@@ -248,6 +322,11 @@ int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
     return 0;
   }
   // delete
+  if (!force) {
+    if (absl::Status in_use = CheckUnused(*store, cluster, client->get(), id); !in_use.ok()) {
+      return o.Fail(in_use);
+    }
+  }
   absl::Status deleted = (*client)->DeleteLedger(id);
   if (!deleted.ok()) return o.Fail(deleted);
   absl::StrAppend(out, "ledger ", id, " deleted\n");

@@ -24,7 +24,10 @@
 #include "gtest/gtest.h"
 #include "ledger/ledger_test_util.h"
 #include "proto/kv.grpc.pb.h"
+#include "proto/metadata.pb.h"
+#include "snapshot/manifest.h"
 #include "tests/process_util.h"
+#include "wal/log_writer.h"
 
 namespace ledgerkv::kv {
 namespace {
@@ -115,6 +118,60 @@ TEST(LedgerCli, ListShowReadRecoverDeleteAgainstLiveBookies) {
   const std::vector<std::string> left = absl::StrSplit(after, '\n', absl::SkipEmpty());
   ASSERT_EQ(left.size(), 2u) << after;
   EXPECT_TRUE(absl::StartsWith(left[1], open_id + " ")) << after;
+}
+
+// `delete` refuses a ledger someone still relies on, and says who: an OPEN
+// one (a writer may be getting adds acknowledged that GC would reclaim), a
+// log's segment (the log would no longer open), a snapshot a manifest
+// lists. --force deletes anyway; a ledger nobody names goes without it.
+TEST(LedgerCli, DeleteRefusesALedgerThatIsOpenOrNamedByALogOrASnapshot) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, ledger::testing::TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+
+  // A log's segment: its ledger is OPEN while the writer lives, and still
+  // named by the log once the writer closed it.
+  wal::LogOptions log;
+  log.client = client.get();
+  log.metadata = cluster->store();
+  LKV_ASSIGN_OR_FAIL(auto writer, wal::LogWriter::Open(log, "cli-log"));
+  LKV_ASSERT_OK(writer->AppendAndWait("record").status());
+  const std::string segment = absl::StrCat(writer->metadata().segments(0).ledger_id());
+  Result open = RunCli(*cluster, {"delete", segment});
+  EXPECT_EQ(open.code, 1);
+  EXPECT_THAT(open.err, HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_THAT(open.err, HasSubstr("is OPEN"));
+  LKV_ASSERT_OK(writer->Close());
+  Result named = RunCli(*cluster, {"delete", segment});
+  EXPECT_EQ(named.code, 1);
+  EXPECT_THAT(named.err, HasSubstr("log cli-log still names ledger " + segment));
+  EXPECT_EQ(RunCli(*cluster, {"show", segment}).code, 0) << "a refused delete deleted";
+
+  // A snapshot a manifest lists.
+  ledger::CreateOptions create = ledger::testing::Quorums(3, 2, 2);
+  create.custom = {{"purpose", "snapshot"}, {"range_id", "7"}};
+  LKV_ASSIGN_OR_FAIL(auto snap, client->CreateLedger(create));
+  LKV_ASSERT_OK(snap->Append("snapshot bytes"));
+  LKV_ASSERT_OK(snap->Close());
+  meta::v1::SnapshotManifest manifest;
+  manifest.set_range_id(7);
+  meta::v1::SnapshotRecord* record = manifest.add_snapshots();
+  record->set_ledger_id(snap->id());
+  record->set_range_id(7);
+  record->set_seqno(5);
+  LKV_ASSERT_OK(snapshot::StoreManifest(*cluster->store(), snapshot::ManifestKey("default", 7),
+                                        manifest, metadata::kMustNotExist)
+                    .status());
+  const std::string snap_id = absl::StrCat(snap->id());
+  Result listed = RunCli(*cluster, {"delete", snap_id});
+  EXPECT_EQ(listed.code, 1);
+  EXPECT_THAT(listed.err, HasSubstr("range 7's snapshot manifest still lists ledger " + snap_id));
+
+  // --force deletes anyway.
+  Result forced = RunCli(*cluster, {"delete", segment, "--force"});
+  EXPECT_EQ(forced.code, 0) << forced.err;
+  EXPECT_EQ(RunCli(*cluster, {"show", segment}).code, 1);
+  EXPECT_EQ(RunCli(*cluster, {"delete", snap_id, "--force"}).code, 0);
+  EXPECT_EQ(RunCli(*cluster, {"delete", "1", "--follow"}).code, 2) << "a read flag on delete";
 }
 
 // `read --follow` is `tail -f` for a ledger: it prints what is confirmed,
@@ -258,7 +315,11 @@ TEST(LedgerCliBinary, InspectsAndDeletesTheLedgersOfAStoppedStandalone) {
   EXPECT_THAT(read.err, HasSubstr("ledgerkv ledger: UNAVAILABLE"));
   EXPECT_THAT(read.err, HasSubstr("not registered"));
 
-  Result del = Shell(ledger_cmd + "delete " + id, err_path);
+  // The range's log still names it: refused, kept.
+  Result refused = Shell(ledger_cmd + "delete " + id, err_path);
+  EXPECT_EQ(refused.code, 1) << refused.out;
+  EXPECT_THAT(refused.err, HasSubstr("still names ledger " + id));
+  Result del = Shell(ledger_cmd + "delete " + id + " --force", err_path);
   ASSERT_EQ(del.code, 0) << del.err;
   Result gone = Shell(ledger_cmd + "show " + id, err_path);
   EXPECT_EQ(gone.code, 1) << gone.out;

@@ -11,7 +11,7 @@
 //       --ack-quorum A] [--snapshot-log-mb M] [--snapshot-interval-s S]
 //       [--orphan-sweep-period-s P] [--orphan-min-age-s A]
 //       (cluster mode, kv_server/cluster/cluster_server.h)
-//   ledgerkv ledger --metadata URI [--cluster NAME] list|show ID|read ID|recover ID|delete ID
+//   ledgerkv ledger --metadata URI [--cluster NAME] list|show ID|read ID|recover ID|delete ID [--force]
 //       (operator commands, kv_server/ledger_cli.h)
 //   ledgerkv cluster --metadata URI [--cluster NAME] [-o text|json] status
 //       (the operator's view: bookies, servers, ranges, owners; kv_server/cluster_cli.h)
