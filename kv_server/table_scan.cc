@@ -137,6 +137,9 @@ absl::StatusOr<v1::RangeResponse> ScanTable(RangeLocator& locator, const v1::Ran
     // interval, and a non-zero one means the caller must continue).
     scan.count_only = count_only || full;
     scan.limit = scan.count_only ? 0 : cap - response.kvs_size();
+    // What is left of the byte budget (at least one key is copied anyway):
+    // a range of large values is not copied whole to send 4 MiB of it.
+    scan.max_bytes = std::max<int64_t>(max_response_bytes - bytes, 1);
     absl::StatusOr<ScanResult> result = range->Scan(scan);
     if (!result.ok()) return ReadError(result.status());
     if (i == 0) {
@@ -150,7 +153,9 @@ absl::StatusOr<v1::RangeResponse> ScanTable(RangeLocator& locator, const v1::Ran
       continue;
     }
     for (v1::KeyValue& kv : result->kvs) {
-      const int64_t size = static_cast<int64_t>(kv.key().size() + kv.value().size());
+      // What it adds to the response as sent: its encoding, and the
+      // field's tag and length.
+      const int64_t size = static_cast<int64_t>(kv.ByteSizeLong()) + 6;
       if (response.kvs_size() > 0 && bytes + size > max_response_bytes) {
         full = more = true;
         break;

@@ -36,8 +36,10 @@ absl::StatusOr<Continuation> DecodeContinuation(const std::string& token);
 //    continuation), whatever the limit, up to where the page stopped (see
 //    below); count_only returns only it.
 //  - At most min(limit, limits.max_keys_per_request) keys (limit 0: the
-//    cap), and no more than max_response_bytes of keys and values (at least
-//    one key); continuation is set when keys may remain.
+//    cap), and no more than max_response_bytes of encoded key-values (their
+//    protobuf encoding in the response; at least one key); continuation is
+//    set when keys may remain. Ranges copy no more values than that budget
+//    (ScanSpec::max_bytes).
 //  - header: the first range read.
 //  - A range after the first that another server owns (the locator's
 //    UNAVAILABLE names an owner other than this server) ends the page

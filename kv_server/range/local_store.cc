@@ -229,13 +229,28 @@ absl::Status LocalStore::ScanLocked(const ScanSpec& spec, int64_t max_keys,
   } else {
     it->Seek(bounded.lower);
   }
+  // Bytes of the keys and values copied so far, as they will be encoded
+  // (the stored value holds the value and its revisions; the overhead is
+  // the fields' tags and lengths), so that a scan of large values never
+  // copies much more than its caller can send.
+  constexpr int64_t kPerKeyOverhead = 12;
+  int64_t bytes = 0;
+  bool spent = false;
   for (; it->Valid(); spec.reverse ? it->Prev() : it->Next()) {
     ++result->count;
     if (spec.count_only) continue;
-    if (static_cast<int64_t>(result->kvs.size()) >= cap) {
+    if (spent || static_cast<int64_t>(result->kvs.size()) >= cap) {
       result->more = true;
       continue;
     }
+    const int64_t size = static_cast<int64_t>(it->key().size()) + kPerKeyOverhead +
+                         (spec.keys_only ? 0 : static_cast<int64_t>(it->value().size()));
+    if (spec.max_bytes > 0 && !result->kvs.empty() && bytes + size > spec.max_bytes) {
+      spent = true;
+      result->more = true;
+      continue;
+    }
+    bytes += size;
     ASSIGN_OR_RETURN(StoredValue v, DecodeStoredValue(it->value().ToStringView()));
     ledgerkv::v1::KeyValue& kv = result->kvs.emplace_back();
     kv.set_key(it->key().ToString());

@@ -91,6 +91,10 @@ struct ScanSpec {
   std::string start;
   std::string end;
   int64_t limit = 0;  // 0 = no limit
+  // Stop copying keys and values once they would take more than this many
+  // bytes (at least one key; counted generously: key, stored value and a
+  // fixed overhead per key); 0 = no limit. The count goes on.
+  int64_t max_bytes = 0;
   bool keys_only = false;
   bool count_only = false;
   bool reverse = false;
@@ -100,7 +104,7 @@ struct ScanSpec {
 struct ScanResult {
   std::vector<ledgerkv::v1::KeyValue> kvs;  // empty when count_only
   int64_t count = 0;  // keys in [start, end), ignoring limit
-  bool more = false;  // stopped at `limit` with keys left in [start, end)
+  bool more = false;  // stopped at `limit` or `max_bytes` with keys left in [start, end)
   int64_t revision = 0;
 };
 

@@ -419,6 +419,29 @@ TEST_F(RangeTest, BadInputIsRefusedNamingTheLimitAndChangesNothing) {
   EXPECT_EQ(GetValue(*range, "c"), "x");
 }
 
+// A scan copies no more values than its byte budget: a page over large
+// values costs memory for what it sends, not for the whole interval (a
+// scan of 10 000 values of 1 MiB used to copy 10 GiB to send 4 MiB). The
+// count stays exact and `more` says keys are left; at least one key comes.
+TEST_F(RangeTest, ScanStopsCopyingAtItsByteBudgetAndStillCountsEveryKey) {
+  LKV_ASSIGN_OR_FAIL(auto range, Open(Options()));
+  const std::string big(64 << 10, 'x');
+  for (int i = 0; i < 20; ++i) LKV_ASSERT_OK(Put(*range, absl::StrCat("b", i / 10, i % 10), big));
+  ScanSpec spec{.start = "b", .end = "c", .max_bytes = 200 << 10};
+  LKV_ASSIGN_OR_FAIL(ScanResult page, range->Scan(spec));
+  EXPECT_EQ(page.kvs.size(), 3u);  // 3 x 64 KiB (and a little) fit in 200 KiB
+  EXPECT_EQ(page.count, 20);
+  EXPECT_TRUE(page.more);
+  spec.max_bytes = 1;
+  LKV_ASSIGN_OR_FAIL(ScanResult one, range->Scan(spec));
+  ASSERT_EQ(one.kvs.size(), 1u);
+  EXPECT_EQ(one.kvs[0].value(), big);
+  spec.max_bytes = 0;
+  LKV_ASSIGN_OR_FAIL(ScanResult all, range->Scan(spec));
+  EXPECT_EQ(all.kvs.size(), 20u);
+  EXPECT_FALSE(all.more);
+}
+
 TEST_F(RangeTest, ScanReadsForwardReverseWithLimitsAndCounts) {
   RangeOptions options = Options();
   options.limits.max_keys_per_request = 6;
