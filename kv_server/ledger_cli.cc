@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "ledger/ledger_client.h"
@@ -35,8 +36,9 @@ const char kLedgerCliUsage[] =
     "      closed. recover: fence and close it (its writer, if alive, fails for good),\n"
     "      print its last entry id. delete [--force]: remove its metadata (bookies\n"
     "      reclaim the entries); refused for a ledger that is not CLOSED, that a log\n"
-    "      still names as a segment or that a snapshot manifest still lists (--force:\n"
-    "      delete anyway, losing what they hold). URI: etcd://HOST:PORT or\n"
+    "      still names as a segment or that a snapshot manifest still lists, and for\n"
+    "      a log's or snapshot's ledger less than 5 minutes old (--force: delete\n"
+    "      anyway, losing what they hold). URI: etcd://HOST:PORT or\n"
     "      embedded:///DIR (the embedded store must not be open in another process).\n";
 
 namespace {
@@ -45,6 +47,9 @@ using meta::v1::LedgerMetadata;
 
 // Entries fetched per Read call, so that a long ledger is not held in memory.
 constexpr int64_t kReadBatch = 256;
+// `delete` leaves a log's or snapshot's ledger younger than this alone
+// (without --force): it may be about to be named.
+constexpr absl::Duration kFreshLedgerAge = absl::Minutes(5);
 // Bytes of each payload shown by `read`.
 constexpr size_t kShownPayloadBytes = 64;
 
@@ -216,7 +221,9 @@ absl::Status CheckUnused(metadata::MetadataStore& store, const std::string& clus
                                        " still names ledger ", id, ": ",
                                        record.status().message(), force));
     }
-    if (record.ok()) {
+    // A log being deleted (its table dropped) is never opened again: its
+    // segments may go.
+    if (record.ok() && !record->metadata.deleting()) {
       for (const meta::v1::LogSegment& segment : record->metadata.segments()) {
         if (segment.ledger_id() == id) {
           return absl::FailedPreconditionError(absl::StrCat(
@@ -247,6 +254,17 @@ absl::Status CheckUnused(metadata::MetadataStore& store, const std::string& clus
         }
       }
     }
+  }
+  // A log's or snapshot's ledger that nothing names yet may be about to be
+  // named: a segment or manifest CAS in flight, or one whose outcome its
+  // writer is still settling (the orphan sweep waits for that too).
+  const bool system = m.custom().contains("log") || m.custom().contains("purpose");
+  const absl::Duration age = absl::Now() - absl::FromUnixMillis(m.ctime_unix_ms());
+  if (system && age < kFreshLedgerAge) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ledger ", id, " of a log or snapshot was created ", absl::FormatDuration(age),
+        " ago: the log or manifest may be about to name it (wait ",
+        absl::FormatDuration(kFreshLedgerAge), ")", force));
   }
   return absl::OkStatus();
 }

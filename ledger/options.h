@@ -67,7 +67,7 @@ struct ClientOptions {
   // RPCs rather than one big one: the bookie starts writing the first while
   // the next is still on the wire (docs/performance.md, "Ledger layer").
   int max_entries_per_add_rpc = 512;
-  int64_t max_bytes_per_add_rpc = int64_t{512} << 10;
+  int64_t max_bytes_per_add_rpc = int64_t{512} << 10;  // 1 to 64 MiB - 8
   // A writer that stops appending tells its bookies its LAC after this long
   // (docs/ledger-protocol.md, "Explicit LAC writes"), so that tailing readers
   // see its last entries. absl::InfiniteDuration() turns it off.

@@ -92,8 +92,9 @@ struct ScanSpec {
   std::string end;
   int64_t limit = 0;  // 0 = no limit
   // Stop copying keys and values once they would take more than this many
-  // bytes (at least one key; counted generously: key, stored value and a
-  // fixed overhead per key); 0 = no limit. The count goes on.
+  // bytes (at least one key; estimated as key, stored value and a fixed
+  // overhead per key: the caller checks the exact size); 0 = no limit. The
+  // count goes on (its pass still reads every key).
   int64_t max_bytes = 0;
   bool keys_only = false;
   bool count_only = false;
