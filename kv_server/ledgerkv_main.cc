@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -149,13 +150,20 @@ std::optional<int> ParseFlags(const std::string& command, const std::vector<std:
       flag->set("", 0);
       continue;
     }
+    // Positive integers stop at INT32_MAX: every such flag is a count, a
+    // percent, a size in MiB or a time in seconds or microseconds, and
+    // larger values wrapped when narrowed to int (--bookies 4294967297 was
+    // 1) or overflowed when scaled (--snapshot-log-mb).
     int64_t n = 0;
     const bool ok = i + 1 < args.size() &&
                     (flag->kind == Flag::Kind::kString ||
-                     (absl::SimpleAtoi(args[i + 1], &n) && n > 0));
+                     (absl::SimpleAtoi(args[i + 1], &n) && n > 0 &&
+                      n <= std::numeric_limits<int32_t>::max()));
     if (!ok) {
       return Usage(absl::StrCat(command, ": ", a, " needs a value",
-                                flag->kind == Flag::Kind::kPositive ? " (a positive integer)" : ""));
+                                flag->kind == Flag::Kind::kPositive
+                                    ? " (a positive integer up to 2147483647)"
+                                    : ""));
     }
     flag->set(args[++i], n);
   }

@@ -266,6 +266,12 @@ TEST(BookieBinaryTest, UsageErrorsExitWithTwo) {
   EXPECT_EQ(WEXITSTATUS(run("bookie --listen 127.0.0.1:0")), 2);  // no --data-dir
   EXPECT_EQ(WEXITSTATUS(run("server")), 2);                       // no --data-dir
   EXPECT_EQ(WEXITSTATUS(run("frobnicate")), 2);
+  // Integers that would wrap when narrowed (4294967297 was 1 bookie) or
+  // overflow when scaled (MiB to bytes) are refused, not misread.
+  const std::string standalone = "standalone --data-dir /dev/null/x --listen 127.0.0.1:0 ";
+  EXPECT_EQ(WEXITSTATUS(run(standalone + "--bookies 4294967297")), 2);
+  EXPECT_EQ(WEXITSTATUS(run(standalone + "--snapshot-log-mb 9007199254740993")), 2);
+  EXPECT_EQ(WEXITSTATUS(run(standalone + "--bookies 1")), 1);  // flags fine, the dir is not
   // The group commit wait's bound: a positive number of microseconds, at
   // most 100 ms, and not together with the switch that turns it off.
   const std::string bookie = "bookie --data-dir /nonexistent/x --listen 127.0.0.1:0 ";
