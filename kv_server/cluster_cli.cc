@@ -23,7 +23,7 @@ const char kClusterCliUsage[] =
     "      read-only), servers and how many ranges each is assigned, every range of every\n"
     "      table with its owner, epoch and whether the owner is registered, and orphan\n"
     "      assignments. One line per item (-o json: one JSON object). URI: etcd://HOST:PORT\n"
-    "      or embedded:///DIR (the embedded store must not be open in another process).\n";
+    "      or embedded:///DIR (an existing embedded store, not open in another process).\n";
 
 namespace {
 
@@ -391,7 +391,10 @@ int RunClusterCli(const std::vector<std::string>& args, const metadata::OpenStor
   // Before connecting: a usage error must not wait for an unreachable store.
   std::optional<StatusCommand> parsed = Parse(command, o);
   if (!parsed) return kClusterCliExitUsage;
-  auto store = metadata::OpenMetadataStore(metadata_uri, options);
+  // A mistyped embedded:// directory must not become a new, empty store.
+  metadata::OpenStoreOptions open = options;
+  open.embedded.must_exist = true;
+  auto store = metadata::OpenMetadataStore(metadata_uri, open);
   if (!store.ok()) return o.Fail(store.status());
   return RunStatus(store->get(), cluster, *parsed, o);
 }

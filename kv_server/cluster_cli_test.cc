@@ -6,6 +6,7 @@
 // sessions).
 #include "kv_server/cluster_cli.h"
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -360,6 +361,13 @@ TEST(ClusterCli, StoreThatCannotBeOpenedExitsOne) {
   EXPECT_EQ(locked.code, kClusterCliExitFailure);
   EXPECT_THAT(locked.err, StartsWith("ledgerkv cluster: UNAVAILABLE"));
   EXPECT_EQ(locked.out, "");
+
+  // A directory without a store (a typo) is not made into a new, empty one.
+  const std::string typo = dir.path() + "/nothing-here";
+  Result missing = Cli({"--metadata", "embedded://" + typo, "status"});
+  EXPECT_EQ(missing.code, kClusterCliExitFailure);
+  EXPECT_THAT(missing.err, StartsWith("ledgerkv cluster: NOT_FOUND"));
+  EXPECT_FALSE(std::filesystem::exists(typo));
 
   // etcd on a closed port, with a short dial timeout: fails in about that.
   metadata::OpenStoreOptions options;

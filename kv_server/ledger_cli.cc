@@ -39,7 +39,7 @@ const char kLedgerCliUsage[] =
     "      still names as a segment or that a snapshot manifest still lists, and for\n"
     "      a log's or snapshot's ledger less than 5 minutes old (--force: delete\n"
     "      anyway, losing what they hold). URI: etcd://HOST:PORT or\n"
-    "      embedded:///DIR (the embedded store must not be open in another process).\n";
+    "      embedded:///DIR (an existing embedded store, not open in another process).\n";
 
 namespace {
 
@@ -378,7 +378,10 @@ int RunLedgerCli(const std::vector<std::string>& args) {
   if (code < 0 && cluster.empty()) code = o.Usage("--cluster must not be empty");
   if (code < 0 && command.empty()) code = o.Usage("missing command");
   if (code < 0) {
-    auto store = metadata::OpenMetadataStore(metadata_uri);
+    // A mistyped embedded:// directory must not become a new, empty store.
+    metadata::OpenStoreOptions open;
+    open.embedded.must_exist = true;
+    auto store = metadata::OpenMetadataStore(metadata_uri, open);
     if (!store.ok()) {
       code = o.Fail(store.status());
     } else {

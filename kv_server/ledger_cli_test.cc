@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -336,6 +337,12 @@ TEST(LedgerCliBinary, InspectsAndDeletesTheLedgersOfAStoppedStandalone) {
   Result bad = Shell(ledger_cmd + "show not-a-number", err_path);
   EXPECT_EQ(bad.code, 2);
   EXPECT_THAT(bad.err, HasSubstr("bad ledger id"));
+  // A mistyped embedded store directory is an error, not a new empty store.
+  const std::string typo = dir.path() + "/metadta";
+  Result missing = Shell(absl::StrCat(bin, " ledger --metadata embedded://", typo, " list"), err_path);
+  EXPECT_EQ(missing.code, 1) << missing.out;
+  EXPECT_THAT(missing.err, HasSubstr("NOT_FOUND"));
+  EXPECT_FALSE(std::filesystem::exists(typo)) << "the typo became a store";
   Result no_uri = Shell(bin + " ledger list", err_path);
   EXPECT_EQ(no_uri.code, 2);
   EXPECT_THAT(no_uri.err, HasSubstr("--metadata is required"));

@@ -97,6 +97,9 @@ absl::StatusOr<std::unique_ptr<EmbeddedStore>> EmbeddedStore::Open(const std::st
                                                                    const Options& options) {
   const std::string context = absl::StrCat("cannot open embedded metadata store at ", dir);
   std::error_code ec;
+  if (options.must_exist && !std::filesystem::exists(std::filesystem::path(dir) / "CURRENT", ec)) {
+    return absl::NotFoundError(absl::StrCat(context, ": no store there (nothing was created)"));
+  }
   std::filesystem::create_directories(dir, ec);
   if (!ec && !std::filesystem::is_directory(dir, ec) && !ec) {
     ec = std::make_error_code(std::errc::not_a_directory);
@@ -104,7 +107,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedStore>> EmbeddedStore::Open(const std::st
   if (ec) return absl::ErrnoToStatus(ec.value(), context);
 
   rocksdb::DBOptions db_options;
-  db_options.create_if_missing = true;
+  db_options.create_if_missing = !options.must_exist;
   db_options.create_missing_column_families = true;
   db_options.info_log = NewStderrRocksLogger(absl::StrCat("metadata store ", dir));
   db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;

@@ -46,6 +46,10 @@ class EmbeddedStore : public MetadataStore {
     // a revision that has dropped out is OUT_OF_RANGE. History starts empty
     // at Open.
     size_t watch_history_events = 10000;
+    // Open only a store that exists (NOT_FOUND otherwise, creating
+    // nothing): for operator commands, where a mistyped directory must not
+    // quietly become a new, empty store.
+    bool must_exist = false;
   };
 
   // Opens (creating if needed) the store in directory `dir`, deletes the
