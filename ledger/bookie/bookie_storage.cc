@@ -215,6 +215,19 @@ absl::Status BookieStorage::Init() {
         [this](uint64_t id, const LedgerState& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
           ledgers_[id] = st;
         }));
+    // A held ledger is never looked up for a tombstone again (the lookup is
+    // for ledgers not held), so one that has both (a state written after
+    // its deletion: a fence, or before 9c70106 an add published after it)
+    // must carry the fence here: a deleted ledger stays fenced
+    // (docs/bookie-format.md, "Garbage collection", step 4).
+    for (auto& [id, st] : ledgers_) {
+      if (st.fenced) continue;
+      ASSIGN_OR_RETURN(bool deleted, index_->IsDeleted(id));
+      if (deleted) {
+        st.fenced = true;
+        dirty_ledgers_.insert(id);
+      }
+    }
   }
   ASSIGN_OR_RETURN(JournalPosition cp, ReadCheckpoint());
 

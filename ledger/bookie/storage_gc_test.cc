@@ -13,6 +13,7 @@
 #include "base/small_tmpfs.h"
 #include "gtest/gtest.h"
 #include "ledger/bookie/bookie_storage.h"
+#include "ledger/bookie/index.h"
 #include "ledger/bookie/journal_format.h"
 #include "ledger/bookie/journal_reader.h"
 #include "ledger/bookie/test_util.h"
@@ -121,6 +122,37 @@ TEST_F(StorageGcTest, L5_ADeletedLedgerRefusesAddsAsFencedAlsoAfterRestart) {
   EXPECT_EQ(ReadBack(*s, 7, 0), v1::NO_SUCH_ENTRY);
   EXPECT_EQ(AddOne(*s, 9, 0), v1::OK);
   EXPECT_EQ(ReadBack(*s, 8, 1), v1::OK);
+}
+
+// A data directory whose index holds both a deleted ledger's tombstone and
+// an unfenced state for it (written by a bookie before 9c70106, whose add
+// published after the deletion re-created the ledger) loads the ledger
+// fenced: a held ledger's tombstone is not looked up on add, so without
+// this the deposed writer's adds were acknowledged after every restart.
+TEST_F(StorageGcTest, L5_ALedgerLoadedWithATombstoneIsFenced) {
+  {
+    auto s = Open();
+    ASSERT_EQ(AddOne(*s, 7, 0), v1::OK);
+    ASSERT_EQ(FenceSync(*s, 7), v1::OK);
+    const std::vector<uint64_t> dead = {7};
+    ASSERT_TRUE(s->DeleteLedgers(dead).ok());
+    ASSERT_TRUE(s->Checkpoint().ok());
+  }
+  {
+    // What the old race left: the tombstone, and a state without the fence.
+    auto index = Index::Open(dir_ + "/index", /*may_create=*/false);
+    ASSERT_TRUE(index.ok()) << index.status();
+    ASSERT_TRUE(*(*index)->IsDeleted(7));
+    Index::Batch batch;
+    batch.PutLedger(7, LedgerState{.fenced = false, .lac = 0, .last_entry_id = 1});
+    ASSERT_TRUE((*index)->Write(batch).ok());
+    ASSERT_TRUE((*index)->Flush().ok());
+  }
+  auto s = Open();
+  ASSERT_TRUE(s->GetLedger(7).has_value());
+  EXPECT_TRUE(s->GetLedger(7)->fenced);
+  EXPECT_EQ(AddOne(*s, 7, 2, 1), v1::FENCED) << "a deleted ledger took a deposed writer's add";
+  EXPECT_EQ(AddOne(*s, 8, 0), v1::OK) << "a new ledger must not be refused";
 }
 
 // L5 and L7 through deletion, the race: a recovery add (a slow second
