@@ -179,6 +179,12 @@ int Read(ledger::LedgerClient* client, uint64_t id, int64_t from, int64_t to, Ou
     if (!lac.ok()) return o.Fail(lac.status());
     last = *lac;
   }
+  if (from > last && (to < 0 || from <= to)) {
+    // Nothing to print is not success: the operator asked for entries that
+    // are not there (yet).
+    return o.Fail(absl::OutOfRangeError(
+        absl::StrCat("--from ", from, " is beyond the last readable entry ", last)));
+  }
   if (to < 0) to = last;
   if (to > last) {
     return o.Fail(absl::OutOfRangeError(

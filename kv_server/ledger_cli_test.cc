@@ -95,6 +95,9 @@ TEST(LedgerCli, ListShowReadRecoverDeleteAgainstLiveBookies) {
   Result beyond = RunCli(*cluster, {"read", closed_id, "--to", "3"});
   EXPECT_EQ(beyond.code, 1);
   EXPECT_THAT(beyond.err, HasSubstr("OUT_OF_RANGE"));
+  Result past = RunCli(*cluster, {"read", closed_id, "--from", "3"});
+  EXPECT_EQ(past.code, 1) << "nothing read, and exit 0";
+  EXPECT_THAT(past.err, HasSubstr("--from 3 is beyond the last readable entry 2"));
 
   // Without recovery an open ledger reads up to its LAC and stays OPEN.
   Result tail = RunCli(*cluster, {"read", open_id});
