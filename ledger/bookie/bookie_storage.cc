@@ -216,10 +216,11 @@ absl::Status BookieStorage::Init() {
           ledgers_[id] = st;
         }));
     // A held ledger is never looked up for a tombstone again (the lookup is
-    // for ledgers not held), so one that has both (a state written after
-    // its deletion: a fence, or before 9c70106 an add published after it)
-    // must carry the fence here: a deleted ledger stays fenced
-    // (docs/bookie-format.md, "Garbage collection", step 4).
+    // for ledgers not held), so one that has both a tombstone and a state
+    // without the fence (written by a bookie before 9c70106: an add
+    // published after the deletion) must get the fence here: a deleted
+    // ledger stays fenced (docs/bookie-format.md, "Garbage collection",
+    // step 4).
     for (auto& [id, st] : ledgers_) {
       if (st.fenced) continue;
       ASSIGN_OR_RETURN(bool deleted, index_->IsDeleted(id));
