@@ -113,6 +113,11 @@ std::string RangeHost::RangeDir(uint64_t range_id) const {
   return absl::StrCat(options_.ranges_dir, "/", range_id);
 }
 
+std::vector<std::string> RangeHost::LocalDirs(uint64_t range_id) const {
+  const std::string dir = RangeDir(range_id);
+  return {dir, dir + kRestoreSuffix, dir + LocalStore::kWipedSuffix};
+}
+
 bool RangeHost::AddSlot(const RangeDescriptor& descriptor) {
   absl::MutexLock l(&mu_);
   if (shutdown_ || slots_.contains(descriptor.range_id)) return false;
@@ -159,14 +164,18 @@ absl::Status RangeHost::OpenSlot(uint64_t id, std::unique_ptr<wal::LogWriter> lo
     slot.generation = generation;
     slot.error = absl::OkStatus();
   }
-  if (options_.may_open && !options_.may_open(id)) {
-    absl::MutexLock l(&mu_);
-    auto it = slots_.find(id);
-    if (it != slots_.end() && it->second.generation == generation) slots_.erase(it);
-    cv_.SignalAll();
+  // Cluster mode: the range is not (or no longer) this server's to open.
+  auto not_assigned_here = [&] {
+    {
+      absl::MutexLock l(&mu_);
+      auto it = slots_.find(id);
+      if (it != slots_.end() && it->second.generation == generation) slots_.erase(it);
+      cv_.SignalAll();
+    }
     return RetrySafe(absl::UnavailableError(
         absl::StrCat("range ", id, " of table ", descriptor.table, " is not assigned here")));
-  }
+  };
+  if (options_.may_open && !options_.may_open(id)) return not_assigned_here();
   options.data_dir = RangeDir(id);
   options.on_failed = [this, id, generation](const absl::Status& why) {
     OnFailed(id, generation, why);
@@ -214,18 +223,11 @@ absl::Status RangeHost::OpenSlot(uint64_t id, std::unique_ptr<wal::LogWriter> lo
     std::shared_ptr<Range> moved = opened.ok() ? std::shared_ptr<Range>(std::move(*opened))
                                                : std::move(reads_only);
     IgnoreError(moved->Close());
-    {
-      absl::MutexLock l(&mu_);
-      auto it = slots_.find(id);
-      if (it != slots_.end() && it->second.generation == generation) slots_.erase(it);
-      cv_.SignalAll();
-    }
     absl::FPrintF(stderr,
                   "ledgerkv: range %d of table %s: no longer assigned here (or the lease is in "
                   "doubt) once opened; closed it\n",
                   id, descriptor.table);
-    return RetrySafe(absl::UnavailableError(
-        absl::StrCat("range ", id, " of table ", descriptor.table, " is not assigned here")));
+    return not_assigned_here();
   }
 
   std::shared_ptr<Range> unwanted;
@@ -457,13 +459,14 @@ absl::Status RangeHost::DestroyRange(const meta::RangeMetadata& range) {
   }
   Note(first, DeleteLog(id));
   Note(first, snapshots_->RemoveRange(id));
-  std::error_code ec;
-  std::filesystem::remove_all(RangeDir(id), ec);
-  if (ec) {
-    Note(first, absl::InternalError(absl::StrCat("remove ", RangeDir(id), ": ", ec.message())));
+  for (const std::string& path : LocalDirs(id)) {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+    // The scratch and leftover dirs are best effort, as before.
+    if (ec && path == RangeDir(id)) {
+      Note(first, absl::InternalError(absl::StrCat("remove ", path, ": ", ec.message())));
+    }
   }
-  std::filesystem::remove_all(RangeDir(id) + kRestoreSuffix, ec);
-  std::filesystem::remove_all(RangeDir(id) + LocalStore::kWipedSuffix, ec);
   absl::MutexLock l(&mu_);
   EndClosingLocked(id);
   return first;
@@ -605,8 +608,7 @@ absl::StatusOr<std::vector<uint64_t>> RangeHost::SweepLocalDirs(
   for (uint64_t id : claimed) {
     bool any = false;
     bool failed = false;
-    for (const std::string& path : {RangeDir(id), RangeDir(id) + kRestoreSuffix,
-                                    RangeDir(id) + LocalStore::kWipedSuffix}) {
+    for (const std::string& path : LocalDirs(id)) {
       if (!IsPlainDir(path)) continue;
       std::error_code rm;
       fs::remove_all(path, rm);

@@ -245,6 +245,9 @@ class RangeHost final : public RangeLocator {
   void EndClosingLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status DeleteLog(uint64_t range_id);
   std::string RangeDir(uint64_t range_id) const;
+  // The range's local DB, its restore scratch dir, and a wipe's leftover
+  // (ParseRangeDirName's names).
+  std::vector<std::string> LocalDirs(uint64_t range_id) const;
   void ReopenLoop();
 
   // Constant after construction.
