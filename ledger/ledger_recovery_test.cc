@@ -613,6 +613,41 @@ TEST(LedgerRecoveryTest, L10_CorruptConfirmedEntryWithItsOtherReplicaDownIsUnava
   ExpectReadable(*reader, 9, 9);
 }
 
+// The first entry after the confirmed one is corrupt on both replicas
+// (E=Qw=Qa=2). It may have been acknowledged, so recovery must not drop it,
+// and no retry can read it: recovery fails with DATA_LOSS (not UNAVAILABLE,
+// which callers retry for ever), again on a second attempt, and the ledger
+// stays IN_RECOVERY, with nothing truncated.
+TEST(LedgerRecoveryTest, L10_AnEntryWhoseEveryCopyIsCorruptIsDataLossNotRetriedOrTruncated) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
+  uint64_t id;
+  {
+    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 2)));
+    id = writer->id();
+    // One at a time: entry 9 carries LAC 8, so recovery reads forward from 9.
+    for (int i = 0; i < 10; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
+  }  // writer crash
+  cluster->StopBookie(0);
+  cluster->StopBookie(1);
+  EXPECT_EQ(CorruptJournal(cluster->data_dir(0), "payload-9-"), 1);
+  EXPECT_EQ(CorruptJournal(cluster->data_dir(1), "payload-9-"), 1);
+  LKV_ASSERT_OK(cluster->RestartBookie(0));
+  LKV_ASSERT_OK(cluster->RestartBookie(1));
+
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(absl::Seconds(1)));
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto failed = client->OpenLedger(id, OpenMode::kRecover);
+    ASSERT_EQ(failed.status().code(), absl::StatusCode::kDataLoss) << failed.status();
+    EXPECT_NE(failed.status().message().find("entry 9"), std::string::npos) << failed.status();
+    LKV_ASSIGN_OR_FAIL(auto md, client->GetLedgerMetadata(id));
+    EXPECT_EQ(md.state(), meta::v1::IN_RECOVERY);
+  }
+  // The entries before it are still there to read without recovery.
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(id, OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, 8);
+}
+
 // A bookie restarts at a new address while the client still caches the old
 // one. A recovery attempt that cannot reach it must drop the cached address,
 // so that it (or the next attempt) finds the bookie where it now is. With

@@ -224,7 +224,11 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
         const int64_t e = next + k;
         const Entry* copy = nullptr;
         int no_such = 0;
-        bool pending = false, unanswered = false;
+        // Copies that failed their checksum (the bookie's or ours): they
+        // will not read intact on another attempt. Any other problem (an
+        // unreachable bookie, an I/O error) may pass.
+        int corrupt = 0;
+        bool pending = false, unanswered = false, transient = false;
         std::string problem;
         for (int i : WriteSet(e, E, Qw)) {
           const ReadGather::Call* call = calls[i];
@@ -232,16 +236,19 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
             pending = true;
           } else if (!call->status.ok()) {
             problem = Problem(call->bookie_id, call->status);
+            transient = true;
           } else if (call->response.code() == Code::NO_SUCH_LEDGER) {
             ++no_such;
           } else if (call->response.code() != Code::OK) {
             problem = Problem(call->bookie_id, call->response.code());
+            transient = true;
           } else if (auto it = by_id[i].find(e); it == by_id[i].end()) {
             // A short answer (max_bytes) ends before e: ask again from e.
             // An answer without the very first entry asked for is an error,
             // or we would ask forever.
             if (k == 0) {
               problem = absl::StrCat("bookie ", call->bookie_id, ": no result for entry ", e);
+              transient = true;
             } else {
               unanswered = true;
             }
@@ -251,12 +258,18 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
               copy = &it->second->entry();
             } else {
               problem = verified.ToString();
+              ++corrupt;
             }
           } else if (it->second->code() == Code::NO_SUCH_ENTRY ||
                      it->second->code() == Code::NO_SUCH_LEDGER) {
             ++no_such;
           } else {
             problem = Problem(call->bookie_id, it->second->code());
+            if (it->second->code() == Code::CORRUPT) {
+              ++corrupt;
+            } else {
+              transient = true;
+            }
           }
           if (copy != nullptr) break;
         }
@@ -271,6 +284,17 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
           out.kind = Scan::kWait;
         } else if (unanswered) {
           out.kind = Scan::kMore;
+        } else if (!transient) {
+          // Every replica answered: too few say "absent" to call it so (it
+          // may have been acknowledged), and every other copy is corrupt.
+          // No later attempt can keep or drop it: the entry is lost (L10:
+          // not absent), and the ledger cannot be closed.
+          out.kind = Scan::kError;
+          out.error = absl::DataLossError(absl::StrCat(
+              "recovery of ", Describe(md), ": entry ", e, " has no intact replica (", corrupt,
+              " corrupt, ", no_such, " missing, ", absent_after,
+              " missing needed to call it absent; last problem: ", problem,
+              "); it may have been acknowledged, so the ledger cannot be closed"));
         } else {
           out.kind = Scan::kError;
           out.error = absl::UnavailableError(absl::StrCat(

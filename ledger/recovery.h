@@ -45,7 +45,9 @@ namespace ledgerkv::ledger {
 // completed safely now (bookies unreachable, not fenced by enough bookies,
 // unreadable entries, no replacement bookie); the ledger then stays
 // IN_RECOVERY and a later attempt continues. DATA_LOSS if an entry known to
-// be confirmed has no intact replica.
+// be confirmed, or one that may have been (too few replicas say they lack
+// it), has no intact replica while every replica answered: the ledger then
+// stays IN_RECOVERY, and no retry can close it.
 absl::StatusOr<VersionedLedger> RecoverLedger(ClientCore& core, uint64_t id);
 
 }  // namespace ledgerkv::ledger
