@@ -1,4 +1,4 @@
-#include "kv_server/data_dir_lock.h"
+#include "base/data_dir_lock.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -7,11 +7,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace ledgerkv::kv {
+namespace ledgerkv {
 
 absl::StatusOr<int> LockDataDir(const std::string& dir) {
   const std::string path = dir + "/LOCK";
@@ -36,4 +37,24 @@ absl::StatusOr<int> LockDataDir(const std::string& dir) {
   return fd;
 }
 
-}  // namespace ledgerkv::kv
+absl::StatusOr<DataDirLock> DataDirLock::Acquire(const std::string& dir) {
+  absl::StatusOr<int> fd = LockDataDir(dir);
+  if (!fd.ok()) return fd.status();
+  return DataDirLock(*fd);
+}
+
+DataDirLock::~DataDirLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+DataDirLock::DataDirLock(DataDirLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+
+DataDirLock& DataDirLock::operator=(DataDirLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+}  // namespace ledgerkv

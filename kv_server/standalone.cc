@@ -14,7 +14,7 @@
 #include "grpcpp/grpcpp.h"
 #include "kv_server/admin_service.h"
 #include "kv_server/catalog.h"
-#include "kv_server/data_dir_lock.h"
+#include "base/data_dir_lock.h"
 #include "kv_server/kv_service.h"
 #include "kv_server/listen.h"
 #include "kv_server/range_host.h"

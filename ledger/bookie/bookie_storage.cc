@@ -184,6 +184,10 @@ absl::Status BookieStorage::OpenNewJournalFile(uint64_t number) {
 
 absl::Status BookieStorage::Init() {
   RETURN_IF_ERROR(env_->CreateDirIfMissing(options_.dir));
+  // Before anything is read or written: two bookies started on a new
+  // directory at once would otherwise both write INSTANCE, and the one left
+  // serving could find another id there at its next start.
+  ASSIGN_OR_RETURN(dir_lock_, DataDirLock::Acquire(options_.dir));
   ASSIGN_OR_RETURN(std::vector<std::string> children, env_->GetChildren(options_.dir));
   RETURN_IF_ERROR(LoadOrCreateInstanceId(children));
   // A checkpoint says the index holds everything before its position, and

@@ -38,6 +38,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "base/data_dir_lock.h"
 #include "base/file.h"
 #include "ledger/bookie/index.h"
 #include "ledger/bookie/journal_file.h"
@@ -379,6 +380,10 @@ class BookieStorage {
   // Constant after construction / Open.
   const StorageOptions options_;
   Env* const env_;
+  // Held from before the instance id is read or created until the index is
+  // closed (declared before it): a second bookie started on the same
+  // directory, even on its first start, writes nothing there.
+  DataDirLock dir_lock_;
   std::string instance_id_;
   std::unique_ptr<Index> index_;
   LacWaiters lac_waiters_;

@@ -1,5 +1,7 @@
 #include "ledger/bookie/bookie_storage.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <filesystem>
 #include <thread>
@@ -7,6 +9,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "base/data_dir_lock.h"
 #include "base/fault_env.h"
 #include "base/fault_point.h"
 #include "gtest/gtest.h"
@@ -399,8 +402,27 @@ TEST_F(StorageTest, DataWithoutInstanceFileIsRefused) {
 
 TEST_F(StorageTest, DirectoryInUseIsRefused) {
   auto s = Open();
+  const std::string id = s->instance_id();
   auto second = BookieStorage::Open(Options());
-  EXPECT_FALSE(second.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(second.status())) << second.status();
+  EXPECT_NE(second.status().message().find("in use"), std::string::npos) << second.status();
+  s.reset();
+  EXPECT_EQ(Open()->instance_id(), id);
+}
+
+// Another bookie process took a new directory and has not written its
+// INSTANCE yet (two started at once on a first start). This one must write
+// nothing there: both would create INSTANCE, and the one left serving could
+// find the other's id at its next start (refused as a wiped directory).
+TEST_F(StorageTest, ANewDirectoryHeldByAnotherBookieGetsNoInstanceFromThisOne) {
+  absl::StatusOr<int> held = LockDataDir(dir_);
+  ASSERT_TRUE(held.ok()) << held.status();
+  auto refused = BookieStorage::Open(Options());
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/INSTANCE"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/index"));
+  ::close(*held);
+  EXPECT_EQ(Open()->instance_id().size(), 32u);
 }
 
 TEST_F(StorageTest, LacLongPollWakesOnAddAndTimesOut) {
