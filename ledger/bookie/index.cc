@@ -221,19 +221,21 @@ absl::Status Index::ForEachEntry(
   return ToStatus(it->status(), "scan");
 }
 
-absl::Status Index::DeleteLedger(uint64_t ledger_id) {
+absl::Status Index::DeleteLedgers(absl::Span<const uint64_t> ledger_ids) {
   rocksdb::WriteBatch batch;
-  // Entry ids are non-negative, so [(id, 0), (id+1, 0)) covers them all;
-  // for the largest id the range ends at the first ledger-state key.
-  std::string begin = EntryKey(ledger_id, 0);
-  std::string end = ledger_id == UINT64_MAX ? std::string(1, kEntryTag + 1)
-                                            : EntryKey(ledger_id + 1, 0);
-  batch.DeleteRange(begin, end);
-  batch.Delete(LedgerKey(ledger_id));
-  // In the same batch: no reader of the index sees the ledger gone without
-  // its tombstone.
-  batch.Put(DeletedKey(ledger_id), rocksdb::Slice());
-  return ToStatus(db_->Write(NoWal(), &batch), "delete ledger");
+  for (uint64_t ledger_id : ledger_ids) {
+    // Entry ids are non-negative, so [(id, 0), (id+1, 0)) covers them all;
+    // for the largest id the range ends at the first ledger-state key.
+    std::string begin = EntryKey(ledger_id, 0);
+    std::string end = ledger_id == UINT64_MAX ? std::string(1, kEntryTag + 1)
+                                              : EntryKey(ledger_id + 1, 0);
+    batch.DeleteRange(begin, end);
+    batch.Delete(LedgerKey(ledger_id));
+    // In the same batch: no reader of the index sees the ledger gone
+    // without its tombstone.
+    batch.Put(DeletedKey(ledger_id), rocksdb::Slice());
+  }
+  return ToStatus(db_->Write(NoWal(), &batch), "delete ledgers");
 }
 
 absl::StatusOr<bool> Index::IsDeleted(uint64_t ledger_id) {

@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "ledger/bookie/journal_format.h"
 
 namespace rocksdb {
@@ -80,13 +81,15 @@ class Index {
   absl::Status ForEachEntry(
       const std::function<void(uint64_t ledger_id, int64_t entry_id, const Location&)>& fn);
 
-  // Removes a ledger's entries and state, and leaves a tombstone in the
-  // same atomic write: a deleted ledger stays fenced for good (IsDeleted),
-  // as its fence mark would have kept it (docs/bookie-format.md, "Garbage
-  // collection"). Tombstones are never removed (9 bytes of key each).
-  absl::Status DeleteLedger(uint64_t ledger_id);
+  // Removes the ledgers' entries and states, and leaves a tombstone for
+  // each, in one atomic write (all of them or none, so that the caller's
+  // view in memory can follow the outcome): a deleted ledger stays fenced
+  // for good (IsDeleted), as its fence mark would have kept it
+  // (docs/bookie-format.md, "Garbage collection"). Tombstones are never
+  // removed (9 bytes of key each).
+  absl::Status DeleteLedgers(absl::Span<const uint64_t> ledger_ids);
 
-  // Whether DeleteLedger deleted this ledger (a tombstone exists).
+  // Whether DeleteLedgers deleted this ledger (a tombstone exists).
   absl::StatusOr<bool> IsDeleted(uint64_t ledger_id);
 
   // Makes every update applied so far durable (memtable flush, waited for).

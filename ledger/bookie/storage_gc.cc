@@ -54,7 +54,9 @@ absl::Status BookieStorage::DeleteLedgers(absl::Span<const uint64_t> ledger_ids)
     // they cannot leave index entries that no collection would find.
     static_cast<void>(LEDGERKV_FAULT("bookie.gc.deleting"));
     const absl::flat_hash_set<uint64_t> dead(ledger_ids.begin(), ledger_ids.end());
-    for (uint64_t id : ledger_ids) RETURN_IF_ERROR(index_->DeleteLedger(id));
+    // All or none: on a failure memory still holds every one of them, as
+    // the index does, and the next round tries again.
+    RETURN_IF_ERROR(index_->DeleteLedgers(ledger_ids));
     absl::MutexLock l(&mu_);
     ++ledger_deletions_;
     for (uint64_t id : ledger_ids) {

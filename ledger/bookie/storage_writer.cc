@@ -584,8 +584,12 @@ void BookieStorage::EnterReadOnly(std::string reason) {
     UpdateReadOnlyFlagLocked();
     read_only_reason_ = reason;
     listener = read_only_listener_;
-    // Requests queued behind the failed batch are answered by the writer
-    // (it sees read_only_); nothing is acknowledged from here on.
+    // Batches the writer decides from here on are answered READ_ONLY (it
+    // sees read_only_). A failure of the writer's own write or sync fails
+    // its batch too. One batch the writer decided before another thread
+    // (the index applier) set this is still written, synced and answered:
+    // its adds are durable, and its entries stay in recent_ and ahead of
+    // applied_, so a restart replays them into the index.
   }
   absl::FPrintF(stderr, "bookie: turning READ-ONLY: %s\n", reason);
   if (changed && listener) listener();
