@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/add_protocol.h"
+#include "base/fault_point.h"
 #include "base/status_macros.h"
 #include "ledger/client_core.h"
 #include "ledger/entry_format.h"
@@ -96,8 +97,19 @@ absl::StatusOr<std::unique_ptr<LedgerWriter>> LedgerClient::CreateLedger(
     auto id = metadata::NextId(*core_->store, core_->keys.IdGen("ledger"));
     if (!id.ok()) return id.status();
     md.set_id(*id);
-    auto stored = core_->store->Put(core_->keys.Ledger(*id), md.SerializeAsString(),
-                                    metadata::kMustNotExist);
+    const std::string record = md.SerializeAsString();
+    auto stored = core_->store->Put(core_->keys.Ledger(*id), record, metadata::kMustNotExist);
+    // Tests: the create landed, and its reply was lost.
+    if (stored.ok() && LEDGERKV_FAULT("ledger.create.reply_lost")) {
+      stored = absl::UnavailableError("fault point ledger.create.reply_lost");
+    }
+    if (absl::IsUnavailable(stored.status())) {
+      // Outcome unknown. A record that landed with nobody to write or close
+      // it would stay OPEN for ever (bookies keep what a ledger's metadata
+      // names, and `ledger delete` refuses OPEN ledgers): look for ours.
+      auto found = core_->store->Get(core_->keys.Ledger(*id));
+      if (found.ok() && found->value == record) stored = found->version;
+    }
     if (absl::IsAborted(stored.status()) && attempt + 1 < kCreateAttempts) continue;
     if (!stored.ok()) {
       return absl::Status(stored.status().code(),

@@ -50,6 +50,28 @@ TEST(LedgerWriteTest, L1_InvalidQuorumsAreRejectedAndNothingIsCreated) {
   EXPECT_EQ(writer->metadata().state(), meta::v1::OPEN);
 }
 
+// The metadata store applied the create but its reply was lost (the
+// outcome is unknown). The client finds its own record and goes on: the
+// ledger is written and closed, instead of an error that leaves an OPEN
+// ledger nobody will ever write to or close.
+TEST(LedgerWriteTest, ACreateWhoseReplyWasLostFindsItsRecordAndWrites) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  FaultPoints::Get().ArmAlways("ledger.create.reply_lost");
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
+  FaultPoints::Get().DisarmAll();
+  for (const auto& r : AppendRange(*writer, 0, 9, 4)) LKV_ASSERT_OK(r);
+  LKV_ASSERT_OK(writer->Close());
+  metadata::Keys keys("default");
+  auto ledgers = cluster->store()->List(keys.LedgersPrefix());
+  LKV_ASSERT_OK(ledgers);
+  ASSERT_EQ(ledgers->size(), 1u) << "one create, one ledger";
+  LKV_ASSIGN_OR_FAIL(auto md, client->GetLedgerMetadata(writer->id()));
+  EXPECT_EQ(md.state(), meta::v1::CLOSED);
+  EXPECT_EQ(md.last_entry_id(), 9);
+}
+
 TEST(LedgerWriteTest, PlacementChoosesDistinctWritableBookiesAndExplainsShortage) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
   metadata::Keys keys("default");
