@@ -731,7 +731,7 @@ TEST(AddPortTest, APeerThatNeverSaysHelloIsDisconnectedAndItsSlotFreed) {
   LKV_ASSIGN_OR_FAIL(auto cluster,
                      TestCluster::Start({.bookies = 1,
                                          .add_port_max_connections = 2,
-                                         .add_port_hello_timeout = absl::Milliseconds(300)}));
+                                         .add_port_hello_timeout = absl::Seconds(1)}));
   const int port = static_cast<int>(BookieInfo(cluster->address(0)).add_port());
   ASSERT_NE(port, 0);
   const int silent = Dial(port);
@@ -781,9 +781,11 @@ TEST(AddPortTest, AddPortLimitsMustBePositive) {
 // hello timeout would send its adds over the RPC, which has no budget).
 TEST(AddPortTest, RequestsWithTheStorageAreBoundedAcrossConnections) {
   ScopedFaultPoints faults;
+  // A hello timeout long enough for the writers below to say hello on a
+  // loaded machine, short enough for the newcomer to wait past it.
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1,
                                                         .add_port_hello_timeout =
-                                                            absl::Milliseconds(300),
+                                                            absl::Seconds(1),
                                                         .add_port_max_in_flight_bytes = 1 << 20}));
   constexpr int kChannels = 2, kCalls = 8;
   // Outlive the channels, which end what is pending when destroyed.
@@ -832,7 +834,7 @@ TEST(AddPortTest, RequestsWithTheStorageAreBoundedAcrossConnections) {
   // most 80 bytes).
   newcomer.SetEntry(200, 0, std::string(4096, 'n'));
   AddOn(*third, &newcomer, absl::Seconds(60));
-  absl::SleepFor(absl::Milliseconds(800));
+  absl::SleepFor(absl::Milliseconds(2500));  // past the hello timeout
   EXPECT_EQ(taken(), first);
 
   gate.Release();

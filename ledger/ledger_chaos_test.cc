@@ -319,7 +319,13 @@ void RunSchedule(TestCluster& cluster, const Schedule& s) {
   }
 
   // L6 for the tailer: it never learned a LAC beyond the end, nor read a
-  // wrong payload.
+  // wrong payload. It must have read the whole ledger too (a tailer that
+  // read nothing would pass both): the recovered end is readable now.
+  const absl::Time tail_deadline = absl::Now() + absl::Seconds(30);
+  while (tailer.read_up_to() < last && absl::Now() < tail_deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(tailer.read_up_to(), last) << "the tailer did not follow the ledger to its end";
   tailer.Stop();
   EXPECT_LE(tailer.max_lac(), last);
   const std::vector<std::string> wrong = tailer.wrong();

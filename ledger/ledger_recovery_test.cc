@@ -146,7 +146,10 @@ TEST(LedgerRecoveryTest, L5_AFencedWriterIsNotAcknowledgedAfterItsLedgerIsDelete
 // BookKeeper issue 2614: E=3 Qw=2 Qa=2 plus a spare; the fence request to
 // one bookie is lost; the writer keeps appending and, as a bookie dies,
 // tries an ensemble change while recovery runs. No acknowledged entry may be
-// truncated, and the writer must end fenced.
+// truncated, and the writer must end fenced. The writer's change is held
+// until recovery's first attempt has marked the ledger IN_RECOVERY, so that
+// the two overlap; that attempt must refuse (the write quorum {dying, deaf}
+// has no fenced member) and the change must then fail, replacing nobody.
 TEST(LedgerRecoveryTest, L8_LostFenceRequestDuringEnsembleChangeNeverTruncatesAckedEntry) {
   ScopedFaultPoints faults;
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
@@ -164,10 +167,9 @@ TEST(LedgerRecoveryTest, L8_LostFenceRequestDuringEnsembleChangeNeverTruncatesAc
     dropped->fetch_add(1);
     return true;
   });
-  // Once the writer has replaced the dying bookie, the others' fences may
-  // cover every write quorum without the deaf one, and recovery cancels its
-  // request, maybe before it arrived: their fence replies wait (on their
-  // journal threads, bounded) until the deaf bookie's request was lost.
+  // Recovery may cancel the deaf bookie's request once the others' fences
+  // cover every write quorum, maybe before it arrived: their fence replies
+  // wait (on their journal threads, bounded) until it was lost.
   FaultPoints::Get().Arm("bookie.fence.drop_reply", [deaf, dropped](std::string_view bookie) {
     const absl::Time give_up = absl::Now() + absl::Seconds(10);
     while (bookie != deaf && dropped->load() == 0 && absl::Now() < give_up) {
@@ -175,26 +177,50 @@ TEST(LedgerRecoveryTest, L8_LostFenceRequestDuringEnsembleChangeNeverTruncatesAc
     }
     return false;
   });
+  auto in_change = std::make_shared<absl::Notification>();
+  auto release = std::make_shared<absl::Notification>();
+  const std::string ledger_arg = absl::StrCat(writer->id());
+  FaultPoints::Get().Arm("ledger.writer.ensemble_change",
+                         [ledger_arg, in_change, release](std::string_view ledger) {
+                           if (ledger == ledger_arg) {
+                             if (!in_change->HasBeenNotified()) in_change->Notify();
+                             release->WaitForNotification();
+                           }
+                           return false;
+                         });
   cluster->StopBookie(cluster->IndexOf(dying));  // the writer starts an ensemble change
+  ASSERT_TRUE(in_change->WaitForNotificationWithTimeout(absl::Seconds(30)))
+      << "the writer never tried to replace the stopped bookie";
 
   LKV_ASSIGN_OR_FAIL(auto recoverer, cluster->NewClient(absl::Seconds(1)));
-  absl::StatusOr<std::unique_ptr<LedgerReader>> reader;
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    reader = recoverer->OpenLedger(writer->id(), OpenMode::kRecover);
-    if (reader.ok()) break;
-    // Without the deaf bookie's fence, the write quorum {dying, deaf} may
-    // have no fenced member: recovery must refuse, not guess.
-    EXPECT_TRUE(absl::IsUnavailable(reader.status())) << reader.status();
-    FaultPoints::Get().DisarmAll();  // the network heals
-  }
-  ASSERT_TRUE(reader.ok()) << reader.status();
+  absl::StatusOr<std::unique_ptr<LedgerReader>> reader =
+      recoverer->OpenLedger(writer->id(), OpenMode::kRecover);
+  EXPECT_TRUE(absl::IsUnavailable(reader.status()))
+      << "recovery closed the ledger without a fenced member in {dying, deaf}: "
+      << reader.status();
   EXPECT_GE(dropped->load(), 1) << "no fence request was lost: the test proves nothing";
-  const int64_t last = (*reader)->last_readable();
+  LKV_ASSIGN_OR_FAIL(auto in_recovery, recoverer->GetLedgerMetadata(writer->id()));
+  EXPECT_EQ(in_recovery.state(), meta::v1::IN_RECOVERY);
 
+  // The writer's change now meets a ledger in recovery: it must fail the
+  // writer as fenced, not name a replacement.
+  release->Notify();
   appender.WaitForError();
   ExpectFenced(appender.first_error());
   appender.Stop();
+  EXPECT_EQ(writer->stats().ensemble_changes, 0);
+
+  FaultPoints::Get().DisarmAll();  // the network heals
+  for (int attempt = 0; attempt < 5 && !reader.ok(); ++attempt) {
+    reader = recoverer->OpenLedger(writer->id(), OpenMode::kRecover);
+    if (!reader.ok()) {
+      EXPECT_TRUE(absl::IsUnavailable(reader.status())) << reader.status();
+    }
+  }
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const int64_t last = (*reader)->last_readable();
   EXPECT_LE(MaxOf(appender.acked()), last) << "an acknowledged entry was truncated";
+  EXPECT_GE(static_cast<int64_t>(appender.acked().size()), 40);
   ExpectFenced(writer->Append("after recovery").status());
   ExpectReadable(**reader, 0, last);
 }
@@ -376,9 +402,21 @@ TEST(LedgerRecoveryTest, L8_ReplicaWithAnotherInstanceIdIsNeverCountedAsFencedOr
   ExpectReadable(*reader, 0, 9);
 }
 
+// Two recoverers run the whole protocol at once: each is held before its
+// closing CAS until the other got there too (so both fenced, read forward
+// and re-added the same entries), then both CAS. They agree, and nothing
+// acknowledged is lost.
 TEST(LedgerRecoveryTest, L9_ConcurrentRecoverersAgreeOnLastEntry) {
+  ScopedFaultPoints faults;
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
   for (int round = 0; round < 3; ++round) {
+    auto at_close = std::make_shared<std::atomic<int>>(0);
+    FaultPoints::Get().Arm("ledger.recovery.before_close", [at_close](std::string_view) {
+      at_close->fetch_add(1);
+      const absl::Time give_up = absl::Now() + absl::Seconds(20);
+      while (at_close->load() < 2 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+      return false;
+    });
     LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
     LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
     const uint64_t id = writer->id();
@@ -404,7 +442,9 @@ TEST(LedgerRecoveryTest, L9_ConcurrentRecoverersAgreeOnLastEntry) {
       });
     }
     for (auto& t : recoverers) t.join();
+    FaultPoints::Get().DisarmAll();
     for (auto& r : results) ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(at_close->load(), 2) << "the recoverers did not both reach their closing CAS";
     EXPECT_EQ(results[0].value()->last_readable(), results[1].value()->last_readable());
     EXPECT_EQ(results[0].value()->metadata().length(), results[1].value()->metadata().length());
     EXPECT_GE(results[0].value()->last_readable(), MaxOf(acked));
@@ -412,10 +452,9 @@ TEST(LedgerRecoveryTest, L9_ConcurrentRecoverersAgreeOnLastEntry) {
   }
 }
 
-// The two recoverers above usually run one after the other (the second
-// finds the ledger CLOSED). Here they overlap for certain: A is held just
-// before its closing CAS until B has recovered and closed the ledger; A's
-// CAS then loses and A must adopt B's result rather than fail or differ.
+// Here A is held just before its closing CAS until B has recovered and
+// closed the ledger; A's CAS then loses and A must adopt B's result rather
+// than fail or differ.
 TEST(LedgerRecoveryTest, L9_RecovererWhoseCloseLosesAdoptsTheWinnersResult) {
   ScopedFaultPoints faults;
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));

@@ -467,14 +467,22 @@ TEST_F(BookieServiceTest, FailedSyncMakesBookieReadOnlyButReadable) {
   server_.reset();  // before `env` goes away
 }
 
+// The storage's close answers a pending long poll (OK, with the LAC it
+// has), before gRPC's shutdown deadline (2 s) would cancel it: a client
+// then sees an answer, not CANCELLED.
 TEST_F(BookieServiceTest, ShutdownAnswersPendingLongPolls) {
   ASSERT_EQ(Add(1, 0, 1), std::vector<v1::Code>{v1::OK});
   auto poll = StartLongPoll(1, 5);  // waits up to 20 s
-  absl::SleepFor(absl::Milliseconds(100));
+  // Still waiting: the poll reached the bookie and was parked there.
+  ASSERT_FALSE(poll->done.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
   const absl::Time start = absl::Now();
   server_->Shutdown();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  EXPECT_TRUE(poll->done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  ASSERT_TRUE(poll->done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  ASSERT_TRUE(poll->status.ok()) << poll->status.error_code() << ": "
+                                 << poll->status.error_message();
+  EXPECT_EQ(poll->resp.code(), v1::OK);
+  EXPECT_EQ(poll->resp.last_entry_id(), 0);
 }
 
 }  // namespace

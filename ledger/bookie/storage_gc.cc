@@ -130,6 +130,9 @@ absl::Status BookieStorage::CompactFiles(absl::flat_hash_set<uint64_t> to_compac
     // Copies are synced even in relaxed mode: the index moves to them,
     // and the old (long durable) records are deleted after.
     req->force_sync = true;
+    // Tests: an entry is rewritten (a recovery add) after compaction read
+    // its old record and before the copy is published.
+    static_cast<void>(LEDGERKV_FAULT("bookie.gc.copies_read"));
     bool passed = false;
     std::vector<uint64_t> failed_files;
     req->done = [&passed, &failed_files](WriteRequest& r) {

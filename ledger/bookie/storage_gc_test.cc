@@ -453,22 +453,44 @@ TEST_F(StorageGcTest, CompactionCopiesNothingWhileTheDiskIsNearlyFull) {
 
 // Compaction copies never resurrect an entry replaced or deleted meanwhile:
 // the index moves only if it still points at the copied record.
-TEST_F(StorageGcTest, RewrittenEntryKeepsItsLatestCopy) {
+// Entry (1,0) is rewritten (a recovery add) after compaction has read its
+// old record and before the copy is published. The copy must not move the
+// index back to the old bytes: compaction moves an entry's index only if it
+// still points at the record it copied. Also after a restart.
+TEST_F(StorageGcTest, AnEntryRewrittenWhileCompactionCopiesItKeepsItsLatestCopy) {
+  ScopedFaultPoints faults;
   auto s = Open();
   for (int64_t e = 0; e < 40; ++e) {
     ASSERT_EQ(AddOne(*s, 1, e), v1::OK);
     for (int k = 0; k < 3; ++k) ASSERT_EQ(AddOne(*s, 9, e * 3 + k), v1::OK);
   }
-  testing::EntryBatch rewrite;
-  rewrite.Add(1, 0, -1, "rewritten");
-  ASSERT_EQ(testing::AddSync(*s, rewrite, /*recovery=*/true), std::vector<Code>{v1::OK});
   const std::vector<uint64_t> dead = {9};
   ASSERT_TRUE(s->DeleteLedgers(dead).ok());
-  ASSERT_TRUE(s->CompactJournal(0.5).ok());
-  std::string payload;
-  ASSERT_EQ(ReadBack(*s, 1, 0, &payload), v1::OK);
-  EXPECT_EQ(payload, "rewritten");
-  for (int64_t e = 1; e < 40; ++e) ASSERT_EQ(ReadBack(*s, 1, e), v1::OK);
+  std::atomic<int> rewrites{0};
+  BookieStorage* storage = s.get();
+  FaultPoints::Get().Arm("bookie.gc.copies_read", [&](std::string_view) {
+    if (rewrites.exchange(1) == 0) {
+      testing::EntryBatch rewrite;
+      rewrite.Add(1, 0, -1, "rewritten");
+      EXPECT_EQ(testing::AddSync(*storage, rewrite, /*recovery=*/true),
+                std::vector<Code>{v1::OK});
+    }
+    return false;
+  });
+  auto compacted = s->CompactJournal(0.5);
+  FaultPoints::Get().DisarmAll();
+  ASSERT_TRUE(compacted.ok()) << compacted.status();
+  ASSERT_EQ(rewrites.load(), 1) << "compaction copied nothing";
+  EXPECT_GT(compacted->entries_copied, 0);
+  EXPECT_GT(compacted->files_compacted, 0);
+  for (int pass = 0; pass < 2; ++pass) {
+    std::string payload;
+    ASSERT_EQ(ReadBack(*s, 1, 0, &payload), v1::OK);
+    EXPECT_EQ(payload, "rewritten") << (pass == 0 ? "after compaction" : "after a restart");
+    for (int64_t e = 1; e < 40; ++e) ASSERT_EQ(ReadBack(*s, 1, e), v1::OK);
+    s.reset();
+    s = Open();
+  }
 }
 
 }  // namespace
