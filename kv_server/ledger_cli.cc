@@ -29,7 +29,8 @@ namespace ledgerkv::kv {
 
 const char kLedgerCliUsage[] =
     "  ledger --metadata URI [--cluster NAME] <list | show ID |\n"
-    "         read ID [--from N] [--to M | --follow] | recover ID | delete ID [--force]>\n"
+    "         read ID [--from N] [--to M | --follow] | recover ID | delete ID [--force] |\n"
+    "         rereplicate (ID | --all) --bookie B>\n"
     "      operator commands on ledgers. list: every ledger with state, E/Qw/Qa and last\n"
     "      entry. show: its metadata. read: entries N..M (default 0..LAC) without\n"
     "      recovery; --follow: then every entry as it is confirmed, until the ledger is\n"
@@ -38,7 +39,10 @@ const char kLedgerCliUsage[] =
     "      reclaim the entries); refused for a ledger that is not CLOSED, that a log\n"
     "      still names as a segment or that a snapshot manifest still lists, and for\n"
     "      a log's or snapshot's ledger less than 5 minutes old (--force: delete\n"
-    "      anyway, losing what they hold). URI: etcd://HOST:PORT or\n"
+    "      anyway, losing what they hold). rereplicate: copy what bookie B holds of\n"
+    "      a CLOSED ledger (or of every CLOSED ledger naming B: --all) to another\n"
+    "      bookie and name that one instead (B lost for good, or being retired);\n"
+    "      exits 1 if any ledger still names B. URI: etcd://HOST:PORT or\n"
     "      embedded:///DIR (an existing embedded store, not open in another process).\n";
 
 namespace {
@@ -277,6 +281,92 @@ absl::Status CheckUnused(metadata::MetadataStore& store, const std::string& clus
 
 }  // namespace
 
+std::string Plural(int64_t n, const char* what) {
+  return absl::StrCat(n, " ", what, n == 1 ? "" : "s");
+}
+
+bool NamesBookie(const LedgerMetadata& m, const std::string& bookie) {
+  for (const meta::v1::Segment& segment : m.segments()) {
+    for (const std::string& b : segment.bookies()) {
+      if (b == bookie) return true;
+    }
+  }
+  return false;
+}
+
+// `rereplicate (ID | --all) --bookie B`: command[0] is the verb.
+int Rereplicate(metadata::MetadataStore* store, const std::string& cluster,
+                const std::vector<std::string>& command, Output& o) {
+  bool all = false;
+  uint64_t id = 0;
+  bool have_id = false;
+  std::string bookie;
+  for (size_t i = 1; i < command.size(); ++i) {
+    const std::string& a = command[i];
+    if (a == "--all") {
+      all = true;
+    } else if (a == "--bookie") {
+      if (i + 1 >= command.size() || command[i + 1].empty()) {
+        return o.Usage("--bookie needs a bookie id");
+      }
+      bookie = command[++i];
+    } else if (!have_id && absl::SimpleAtoi(a, &id)) {
+      have_id = true;
+    } else {
+      return o.Usage(absl::StrCat("rereplicate: unexpected argument \"", a, "\""));
+    }
+  }
+  if (all == have_id) return o.Usage("rereplicate needs a ledger id or --all, not both");
+  if (bookie.empty()) return o.Usage("rereplicate needs --bookie B");
+
+  ledger::ClientOptions options;
+  options.metadata = store;
+  options.cluster = cluster;
+  auto client = ledger::LedgerClient::Create(options);
+  if (!client.ok()) return o.Fail(client.status());
+
+  std::vector<uint64_t> ids;
+  if (have_id) {
+    ids.push_back(id);
+  } else {
+    const metadata::Keys keys(cluster);
+    auto kvs = store->List(keys.LedgersPrefix());
+    if (!kvs.ok()) return o.Fail(kvs.status());
+    for (const auto& kv : *kvs) {
+      uint64_t listed = 0;
+      LedgerMetadata m;
+      if (!keys.ParseLedgerKey(kv.key, &listed)) continue;
+      if (!m.ParseFromString(kv.value)) {
+        absl::StrAppend(o.err, "ledgerkv ledger: ", kv.key, ": unparsable metadata\n");
+        continue;
+      }
+      if (NamesBookie(m, bookie)) ids.push_back(listed);
+    }
+  }
+  int replaced = 0, left = 0;
+  for (uint64_t ledger_id : ids) {
+    auto result = (*client)->ReplaceBookie(ledger_id, bookie);
+    if (!result.ok()) {
+      // With --all, a ledger deleted or already moved meanwhile is done.
+      if (all && absl::IsNotFound(result.status())) continue;
+      ++left;
+      absl::StrAppend(o.err, "ledgerkv ledger: ledger ", ledger_id, ": ",
+                      result.status().ToString(), "\n");
+      continue;
+    }
+    ++replaced;
+    absl::StrAppend(o.out, "ledger ", ledger_id, ": bookie ", bookie, " replaced by ",
+                    absl::StrJoin(result->replacements, ", "), " in ",
+                    Plural(result->segments_changed, "segment"), ", ", result->entries_copied,
+                    result->entries_copied == 1 ? " entry" : " entries", " copied\n");
+  }
+  if (all) {
+    absl::StrAppend(o.out, Plural(replaced, "ledger"), " moved off bookie ", bookie, ", ",
+                    left, " still naming it\n");
+  }
+  return left == 0 ? 0 : kLedgerCliExitFailure;
+}
+
 int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
                      const std::vector<std::string>& command, std::string* out, std::string* err,
                      const std::function<void()>& flush) {
@@ -287,6 +377,7 @@ int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
     if (command.size() != 1) return o.Usage("list takes no arguments");
     return List(store, cluster, o);
   }
+  if (verb == "rereplicate") return Rereplicate(store, cluster, command, o);
   if (verb != "show" && verb != "read" && verb != "recover" && verb != "delete") {
     return o.Usage(absl::StrCat("unknown command \"", verb, "\""));
   }

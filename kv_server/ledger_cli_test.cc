@@ -238,6 +238,66 @@ TEST(LedgerCli, ReadFollowPrintsEntriesAsTheyAreConfirmedAndEndsAtClose) {
   EXPECT_THAT(missing.err, HasSubstr("NOT_FOUND"));
 }
 
+// `rereplicate --all --bookie B` moves every CLOSED ledger naming B off it
+// (B stopped for good) and says so; an OPEN ledger naming B is left to its
+// writer, reported, and makes the command exit 1. Once that one is closed,
+// a second run moves it too and exits 0.
+TEST(LedgerCli, RereplicateMovesEveryClosedLedgerOffABookie) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, ledger::testing::TestCluster::Start({.bookies = 5}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  std::vector<uint64_t> closed;
+  for (int i = 0; i < 3; ++i) {
+    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(ledger::testing::Quorums(3, 3, 2)));
+    for (int e = 0; e < 10; ++e) LKV_ASSERT_OK(writer->Append(absl::StrCat("entry ", e)));
+    LKV_ASSERT_OK(writer->Close());
+    closed.push_back(writer->id());
+  }
+  LKV_ASSIGN_OR_FAIL(auto open, client->CreateLedger(ledger::testing::Quorums(3, 2, 2)));
+  LKV_ASSERT_OK(open->Append("e0"));
+  // A bookie of both the open ledger and the first closed one (two
+  // ensembles of 3 among 5 bookies meet).
+  LKV_ASSIGN_OR_FAIL(const auto first, client->GetLedgerMetadata(closed[0]));
+  std::string gone;
+  const meta::v1::Segment open_segment = open->metadata().segments(0);
+  for (const std::string& b : open_segment.bookies()) {
+    for (const std::string& c : first.segments(0).bookies()) {
+      if (b == c) gone = b;
+    }
+  }
+  ASSERT_FALSE(gone.empty());
+  int named = 0;
+  for (uint64_t id : closed) {
+    LKV_ASSIGN_OR_FAIL(const auto m, client->GetLedgerMetadata(id));
+    for (const std::string& b : m.segments(0).bookies()) named += b == gone ? 1 : 0;
+  }
+  cluster->StopBookie(cluster->IndexOf(gone));
+
+  Result r = RunCli(*cluster, {"rereplicate", "--all", "--bookie", gone});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat(named, " ledger")));
+  EXPECT_THAT(r.out, HasSubstr("1 still naming it"));
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("ledger ", open->id(), ": FAILED_PRECONDITION")));
+  for (uint64_t id : closed) {
+    LKV_ASSIGN_OR_FAIL(const auto m, client->GetLedgerMetadata(id));
+    for (const std::string& b : m.segments(0).bookies()) EXPECT_NE(b, gone) << id;
+    LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(id, ledger::OpenMode::kNoRecovery));
+    LKV_ASSIGN_OR_FAIL(auto entries, reader->Read(0, 9));
+    ASSERT_EQ(entries.size(), 10u);
+    EXPECT_EQ(entries[9].payload, "entry 9");
+  }
+
+  // The open ledger's writer closes it (its bookie is down: the close
+  // needs no add); then it moves too.
+  LKV_ASSERT_OK(open->Close());
+  Result again = RunCli(*cluster, {"rereplicate", absl::StrCat(open->id()), "--bookie", gone});
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_THAT(again.out, HasSubstr(absl::StrCat("ledger ", open->id(), ": bookie ", gone,
+                                                " replaced by ")));
+  Result none = RunCli(*cluster, {"rereplicate", "--all", "--bookie", gone});
+  EXPECT_EQ(none.code, 0) << none.err;
+  EXPECT_THAT(none.out, HasSubstr("0 ledgers moved off bookie"));
+}
+
 TEST(LedgerCli, BadArgumentsAreUsageErrors) {
   LKV_ASSIGN_OR_FAIL(auto cluster, ledger::testing::TestCluster::Start({.bookies = 1}));
   for (const std::vector<std::string>& bad :
@@ -251,7 +311,12 @@ TEST(LedgerCli, BadArgumentsAreUsageErrors) {
                                              {"read", "1", "--follow", "--to", "2"},
                                              {"show", "1", "--follow"},
                                              {"delete", "1", "extra"},
-                                             {"list", "1"}}) {
+                                             {"list", "1"},
+                                             {"rereplicate", "1"},
+                                             {"rereplicate", "--bookie", "b"},
+                                             {"rereplicate", "1", "--all", "--bookie", "b"},
+                                             {"rereplicate", "1", "--bookie"},
+                                             {"rereplicate", "x", "--bookie", "b"}}) {
     Result r = RunCli(*cluster, bad);
     EXPECT_EQ(r.code, 2) << absl::StrJoin(bad, " ");
     EXPECT_THAT(r.err, HasSubstr("ledgerkv ledger: ")) << absl::StrJoin(bad, " ");

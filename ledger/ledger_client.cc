@@ -121,6 +121,11 @@ absl::StatusOr<std::unique_ptr<LedgerWriter>> LedgerClient::CreateLedger(
   }
 }
 
+absl::StatusOr<ReplicationResult> LedgerClient::ReplaceBookie(uint64_t id,
+                                                              const std::string& bookie_id) {
+  return ReplaceBookieInLedger(*core_, id, bookie_id);
+}
+
 absl::StatusOr<std::unique_ptr<LedgerReader>> LedgerClient::OpenLedger(uint64_t id, OpenMode mode) {
   auto loaded = LoadLedger(*core_, id);
   if (!loaded.ok()) return loaded.status();

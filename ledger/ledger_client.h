@@ -15,12 +15,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ledger/ledger_reader.h"
 #include "ledger/ledger_writer.h"
 #include "ledger/options.h"
+#include "ledger/rereplicate.h"
 #include "proto/metadata.pb.h"
 
 namespace ledgerkv::ledger {
@@ -61,6 +63,11 @@ class LedgerClient {
   // reclaim its entries in their next garbage collection.
   // NOT_FOUND for an unknown id; the store's error otherwise.
   absl::Status DeleteLedger(uint64_t id);
+
+  // Moves CLOSED ledger `id`'s copies off bookie `bookie_id` (dead for
+  // good, or being retired) onto replacements, then names them in its
+  // metadata (rereplicate.h, docs/ledger-protocol.md "Re-replication").
+  absl::StatusOr<ReplicationResult> ReplaceBookie(uint64_t id, const std::string& bookie_id);
 
   // The current metadata of ledger `id`. NOT_FOUND for an unknown id.
   absl::StatusOr<meta::v1::LedgerMetadata> GetLedgerMetadata(uint64_t id);

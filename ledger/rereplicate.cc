@@ -1,0 +1,190 @@
+#include "ledger/rereplicate.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "ledger/client_core.h"
+#include "ledger/entry_format.h"
+#include "ledger/replica_read.h"
+#include "ledger/rpc_gather.h"
+
+namespace ledgerkv::ledger {
+namespace {
+
+using AddGather = Gather<bookie::v1::AddRequest, bookie::v1::AddResponse>;
+
+// A run restarts from the metadata at most this often when it changes
+// under it (a concurrent run, or the ledger deleted meanwhile).
+constexpr int kAttempts = 5;
+// Replacements tried for one segment before giving up.
+constexpr int kReplacementTries = 3;
+
+// Adds `entries` (raw, as read) to `bookie` with the recovery flag, in
+// requests bounded like a writer's; every one must be stored.
+absl::Status CopyTo(ClientCore& core, const BookieInfo& bookie,
+                    const std::vector<bookie::v1::Entry>& entries) {
+  size_t i = 0;
+  while (i < entries.size()) {
+    auto gather = AddGather::Make();
+    AddGather::Call* call = gather->Add(0, bookie.bookie_id);
+    call->request.set_expected_instance_id(bookie.instance_id);
+    call->request.set_recovery(true);
+    int64_t bytes = 0;
+    for (; i < entries.size(); ++i) {
+      const int64_t size = static_cast<int64_t>(entries[i].payload().size());
+      if (call->request.entries_size() > 0 &&
+          (bytes + size > core.options.max_bytes_per_add_rpc ||
+           call->request.entries_size() >= core.options.max_entries_per_add_rpc)) {
+        break;
+      }
+      *call->request.add_entries() = entries[i];
+      bytes += size;
+    }
+    auto conn = core.pool.ForBookie(bookie.bookie_id);
+    if (!conn.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("replacement bookie ", bookie.bookie_id, ": ", conn.status().message()));
+    }
+    gather->Start(call, *std::move(conn), core.options.rpc_timeout,
+                  [](auto* stub, auto* ctx, auto* req, auto* resp, auto cb) {
+                    stub->async()->Add(ctx, req, resp, std::move(cb));
+                  });
+    gather->Await([] { return false; });  // until the call is done
+    absl::MutexLock l(&gather->mu());
+    if (!call->status.ok()) {
+      return absl::UnavailableError(absl::StrCat("replacement bookie ", bookie.bookie_id, ": ",
+                                                 call->status.error_message()));
+    }
+    const auto& results = call->response.results();
+    if (results.size() != call->request.entries_size()) {
+      return absl::UnavailableError(absl::StrCat("replacement bookie ", bookie.bookie_id,
+                                                 " answered ", results.size(), " results for ",
+                                                 call->request.entries_size(), " entries"));
+    }
+    for (int k = 0; k < results.size(); ++k) {
+      if (results[k].code() != bookie::v1::OK ||
+          results[k].entry_id() != call->request.entries(k).entry_id()) {
+        return absl::UnavailableError(absl::StrCat(
+            "replacement bookie ", bookie.bookie_id, ": entry ",
+            call->request.entries(k).entry_id(), ": ", bookie::v1::Code_Name(results[k].code())));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Copies the entries of segment `s` whose write set holds ensemble index
+// `index` to `bookie`. Returns how many. *to_failed: the error came from
+// `bookie` (another replacement may do), not from reading.
+absl::StatusOr<int64_t> CopySlot(ClientCore& core, const meta::v1::LedgerMetadata& md, int s,
+                                 int index, const BookieInfo& bookie, bool* to_failed) {
+  *to_failed = false;
+  const int E = md.ensemble_size(), Qw = md.write_quorum();
+  const int64_t first = md.segments(s).first_entry_id();
+  const int64_t last = s + 1 < md.segments_size() ? md.segments(s + 1).first_entry_id() - 1
+                                                  : md.last_entry_id();
+  // Entries per read, so that about four read RPCs' worth of bytes is held
+  // at a time (entries of a ledger of large blobs are read a few at once).
+  const int64_t entries = md.last_entry_id() + 1;
+  const int64_t average = entries > 0 ? std::max<int64_t>(1, md.length() / entries) : 1;
+  const int64_t window =
+      std::clamp<int64_t>(4 * core.options.max_bytes_per_read_rpc / average, 1,
+                          std::max(1, core.options.max_entries_per_read_rpc));
+  int64_t copied = 0;
+  for (int64_t lo = first; lo <= last; lo += window) {
+    const int64_t hi = std::min(last, lo + window - 1);
+    absl::StatusOr<std::vector<bookie::v1::Entry>> read = ReadReplicas(core, md, lo, hi);
+    if (!read.ok()) {
+      return absl::Status(read.status().code(),
+                          absl::StrCat("reading entries ", lo, "..", hi, " of ", Describe(md),
+                                       ": ", read.status().message()));
+    }
+    std::vector<bookie::v1::Entry> mine;
+    for (bookie::v1::Entry& entry : *read) {
+      if (InWriteSet(entry.entry_id(), index, E, Qw)) mine.push_back(std::move(entry));
+    }
+    if (absl::Status written = CopyTo(core, bookie, mine); !written.ok()) {
+      *to_failed = true;
+      return written;
+    }
+    copied += static_cast<int64_t>(mine.size());
+  }
+  return copied;
+}
+
+}  // namespace
+
+absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64_t id,
+                                                        const std::string& bookie_id) {
+  for (int attempt = 0;; ++attempt) {
+    ASSIGN_OR_RETURN(VersionedLedger loaded, LoadLedger(core, id));
+    const meta::v1::LedgerMetadata& md = loaded.metadata;
+    if (md.state() != meta::v1::CLOSED) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          Describe(md), " is not CLOSED: its writer replaces failed bookies itself (recover "
+                        "the ledger first if its writer is gone)"));
+    }
+    meta::v1::LedgerMetadata next = md;
+    ReplicationResult result;
+    for (int s = 0; s < md.segments_size(); ++s) {
+      const meta::v1::Segment& segment = md.segments(s);
+      const auto named = std::find(segment.bookies().begin(), segment.bookies().end(), bookie_id);
+      if (named == segment.bookies().end()) continue;
+      const int index = static_cast<int>(named - segment.bookies().begin());
+      absl::flat_hash_set<std::string> exclude(segment.bookies().begin(), segment.bookies().end());
+      // A replacement that fails its adds (down, read-only, just restarted
+      // and not reachable yet) is passed over for another.
+      absl::StatusOr<BookieInfo> chosen;
+      absl::StatusOr<int64_t> copied;
+      std::string failed_before;  // the replacements passed over
+      for (int tries = 0; tries < kReplacementTries; ++tries) {
+        chosen = core.placement.ChooseReplacement(exclude);
+        if (!chosen.ok()) {
+          return absl::UnavailableError(absl::StrCat("cannot replace bookie ", bookie_id, " in ",
+                                                     Describe(md), ": ", chosen.status().message(),
+                                                     failed_before));
+        }
+        core.pool.Learn(chosen->bookie_id, chosen->address);
+        bool to_failed = false;
+        copied = CopySlot(core, md, s, index, *chosen, &to_failed);
+        if (copied.ok() || !to_failed) break;
+        absl::StrAppend(&failed_before, "; passed over: ", copied.status().message());
+        exclude.insert(chosen->bookie_id);
+      }
+      if (!copied.ok()) return copied.status();
+      meta::v1::Segment* changed = next.mutable_segments(s);
+      changed->set_bookies(index, chosen->bookie_id);
+      while (changed->bookie_instances_size() < changed->bookies_size()) {
+        changed->add_bookie_instances("");
+      }
+      changed->set_bookie_instances(index, chosen->instance_id);
+      ++result.segments_changed;
+      result.entries_copied += *copied;
+      result.replacements.push_back(chosen->bookie_id);
+    }
+    if (result.segments_changed == 0) {
+      return absl::NotFoundError(
+          absl::StrCat(Describe(md), " does not name bookie ", bookie_id));
+    }
+    // Named only now that every copy is stored.
+    absl::StatusOr<metadata::Version> stored = StoreLedger(core, next, loaded.version);
+    if (stored.ok()) return result;
+    if (!absl::IsAborted(stored.status())) {
+      return absl::Status(stored.status().code(),
+                          absl::StrCat("replacing bookie ", bookie_id, " in ", Describe(md), ": ",
+                                       stored.status().message()));
+    }
+    // The metadata moved: ours (a reply lost), or another change. Look again.
+    absl::StatusOr<VersionedLedger> reread = LoadLedger(core, id);
+    if (reread.ok() && SameLedger(reread->metadata, next)) return result;
+    if (attempt + 1 >= kAttempts) {
+      return absl::UnavailableError(absl::StrCat("replacing bookie ", bookie_id, " in ledger ",
+                                                 id, ": its metadata kept changing"));
+    }
+  }
+}
+
+}  // namespace ledgerkv::ledger

@@ -1,0 +1,44 @@
+// Re-replication: moving a closed ledger's copies off one bookie (one that
+// died for good, or is being retired) onto replacements, so that every
+// entry has Qw copies again (docs/ledger-protocol.md, "Re-replication").
+//
+// Blocking; call from a caller's thread, never from a gRPC callback.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ledgerkv::ledger {
+
+struct ClientCore;
+
+struct ReplicationResult {
+  // Segments whose ensemble named the bookie, now naming a replacement.
+  int segments_changed = 0;
+  // Entry copies written to replacements.
+  int64_t entries_copied = 0;
+  // The replacement of each changed segment, in segment order.
+  std::vector<std::string> replacements;
+};
+
+// Replaces bookie `bookie_id` in every segment of CLOSED ledger `id`: for
+// each such segment, a writable bookie outside the segment's ensemble gets
+// every entry of the replaced index's write sets (read, verified, from the
+// other replicas, and added byte for byte with the recovery flag), and only
+// then does one metadata CAS name it in place of `bookie_id`. Readers find
+// the copies through the new metadata; until the CAS nothing names them
+// (a failed run leaves at most unnamed copies, which the replacement's
+// garbage collection reclaims when the ledger is deleted).
+// NOT_FOUND: no such ledger, or it does not name `bookie_id` (also when a
+// concurrent run replaced it first). FAILED_PRECONDITION: the ledger is
+// not CLOSED (a live writer replaces failed bookies itself; recover it
+// first). UNAVAILABLE: no writable bookie to replace it with, or an entry
+// could not be read or written now (nothing was changed; try again).
+// DATA_LOSS: an entry has no intact copy on the other replicas.
+absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64_t id,
+                                                        const std::string& bookie_id);
+
+}  // namespace ledgerkv::ledger

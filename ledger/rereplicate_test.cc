@@ -1,0 +1,160 @@
+// Re-replication (rereplicate.h) against real bookies: a closed ledger's
+// copies move off a bookie that is gone, every entry is readable again with
+// Qw copies on named bookies, and refusals change nothing.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "ledger/entry_format.h"
+#include "ledger/ledger_test_util.h"
+#include "proto/metadata.pb.h"
+
+namespace ledgerkv::ledger {
+namespace {
+
+using testing::AppendRange;
+using testing::BookieInfo;
+using testing::ExpectReadable;
+using testing::Quorums;
+using testing::TestCluster;
+
+// Writes entries 0..last to a new ledger and closes it.
+uint64_t WriteClosedLedger(LedgerClient& client, const CreateOptions& quorums, int64_t last) {
+  auto writer = client.CreateLedger(quorums);
+  EXPECT_TRUE(writer.ok()) << writer.status();
+  if (!writer.ok()) return 0;
+  for (const auto& r : AppendRange(**writer, 0, last, 16)) EXPECT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE((*writer)->Close().ok());
+  return (*writer)->id();
+}
+
+bool Names(const meta::v1::Segment& segment, const std::string& bookie) {
+  for (const std::string& b : segment.bookies()) {
+    if (b == bookie) return true;
+  }
+  return false;
+}
+
+// L2 after a bookie is lost for good: E=3 Qw=2 Qa=2 and the bookie at
+// index 0 is gone. Its entries (two thirds of them) are copied to a spare,
+// which the metadata then names; with another ensemble bookie down as
+// well, every entry still reads back, so the spare holds every copy it is
+// named for.
+TEST(LedgerRereplicationTest, L2_ACopyMovedOffALostBookieIsReadableWithoutIt) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  constexpr int64_t kLast = 199;
+  const uint64_t id = WriteClosedLedger(*client, Quorums(3, 2, 2), kLast);
+  ASSERT_NE(id, 0u);
+  LKV_ASSIGN_OR_FAIL(const auto before, client->GetLedgerMetadata(id));
+  const meta::v1::Segment old = before.segments(0);
+  const std::string lost = old.bookies(0);
+  cluster->StopBookie(cluster->IndexOf(lost));
+
+  LKV_ASSIGN_OR_FAIL(auto result, client->ReplaceBookie(id, lost));
+  int64_t expected = 0;
+  for (int64_t e = 0; e <= kLast; ++e) expected += InWriteSet(e, 0, 3, 2) ? 1 : 0;
+  EXPECT_EQ(result.segments_changed, 1);
+  EXPECT_EQ(result.entries_copied, expected);
+  ASSERT_EQ(result.replacements.size(), 1u);
+  const std::string spare = result.replacements[0];
+  EXPECT_FALSE(Names(old, spare));
+  EXPECT_EQ(BookieInfo(cluster->address(cluster->IndexOf(spare))).entries_added(),
+            static_cast<uint64_t>(expected));
+
+  LKV_ASSIGN_OR_FAIL(const auto after, client->GetLedgerMetadata(id));
+  ASSERT_EQ(after.segments_size(), 1);
+  EXPECT_EQ(after.segments(0).bookies(0), spare);
+  EXPECT_EQ(after.segments(0).bookies(1), old.bookies(1));
+  EXPECT_EQ(after.segments(0).bookies(2), old.bookies(2));
+  EXPECT_EQ(after.segments(0).bookie_instances(0),
+            BookieInfo(cluster->address(cluster->IndexOf(spare))).instance_id());
+  EXPECT_EQ(after.state(), meta::v1::CLOSED);
+  EXPECT_EQ(after.last_entry_id(), kLast);
+  EXPECT_EQ(after.length(), before.length());
+
+  // Entries of write set {0, 1} are now only on the spare.
+  cluster->StopBookie(cluster->IndexOf(old.bookies(1)));
+  LKV_ASSIGN_OR_FAIL(auto fresh, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, fresh->OpenLedger(id, OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, kLast);
+
+  // Done once: the bookie is no longer named.
+  EXPECT_TRUE(absl::IsNotFound(client->ReplaceBookie(id, lost).status()));
+}
+
+// A bookie named in two segments (the writer replaced another one midway)
+// is replaced in both, each by a bookie outside that segment's ensemble.
+// With every bookie but the replacements down, the whole ledger reads back.
+TEST(LedgerRereplicationTest, EverySegmentNamingTheBookieGetsItsOwnReplacement) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 6}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+  const uint64_t id = writer->id();
+  for (const auto& r : AppendRange(*writer, 0, 49, 8)) LKV_ASSERT_OK(r);
+  const meta::v1::Segment first = writer->metadata().segments(0);
+  cluster->StopBookie(cluster->IndexOf(first.bookies(2)));  // the writer replaces it
+  for (const auto& r : AppendRange(*writer, 50, 99, 8)) LKV_ASSERT_OK(r);
+  LKV_ASSERT_OK(writer->Close());
+  LKV_ASSIGN_OR_FAIL(const auto before, client->GetLedgerMetadata(id));
+  ASSERT_EQ(before.segments_size(), 2) << before.ShortDebugString();
+  const std::string retired = first.bookies(0);
+  ASSERT_TRUE(Names(before.segments(1), retired));
+  LKV_ASSERT_OK(cluster->RestartBookie(cluster->IndexOf(first.bookies(2))));
+
+  LKV_ASSIGN_OR_FAIL(auto result, client->ReplaceBookie(id, retired));
+  EXPECT_EQ(result.segments_changed, 2);
+  LKV_ASSIGN_OR_FAIL(const auto after, client->GetLedgerMetadata(id));
+  ASSERT_EQ(after.segments_size(), 2);
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_FALSE(Names(after.segments(s), retired)) << after.ShortDebugString();
+    EXPECT_FALSE(Names(before.segments(s), result.replacements[s]));
+    EXPECT_EQ(after.segments(s).first_entry_id(), before.segments(s).first_entry_id());
+  }
+  // Stop every bookie that is not a replacement: with Qw = E = 3 each
+  // segment's entries are then on its replacement alone.
+  for (int i = 0; i < cluster->size(); ++i) {
+    const std::string& b = cluster->bookie_id(i);
+    if (b != result.replacements[0] && b != result.replacements[1]) cluster->StopBookie(i);
+  }
+  LKV_ASSIGN_OR_FAIL(auto fresh, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, fresh->OpenLedger(id, OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, 99);
+}
+
+// Refusals change nothing: an unknown ledger or a bookie it does not name
+// (NOT_FOUND), an OPEN ledger (FAILED_PRECONDITION: its writer replaces
+// bookies itself), and no bookie to replace it with (UNAVAILABLE).
+TEST(LedgerRereplicationTest, RefusalsLeaveTheLedgerAsItWas) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  EXPECT_TRUE(absl::IsNotFound(client->ReplaceBookie(999, cluster->bookie_id(0)).status()));
+
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 2)));
+  for (const auto& r : AppendRange(*writer, 0, 9, 4)) LKV_ASSERT_OK(r);
+  const uint64_t id = writer->id();
+  const meta::v1::Segment segment = writer->metadata().segments(0);
+  auto open = client->ReplaceBookie(id, segment.bookies(0));
+  EXPECT_TRUE(absl::IsFailedPrecondition(open.status())) << open.status();
+  LKV_ASSERT_OK(writer->Close());
+  LKV_ASSIGN_OR_FAIL(const auto closed, client->GetLedgerMetadata(id));
+
+  std::string outsider;
+  for (int i = 0; i < cluster->size(); ++i) {
+    if (!Names(segment, cluster->bookie_id(i))) outsider = cluster->bookie_id(i);
+  }
+  ASSERT_FALSE(outsider.empty());
+  EXPECT_TRUE(absl::IsNotFound(client->ReplaceBookie(id, outsider).status()));
+
+  // The only bookie outside the ensemble is down: no replacement.
+  cluster->StopBookie(cluster->IndexOf(outsider));
+  auto none = client->ReplaceBookie(id, segment.bookies(0));
+  EXPECT_TRUE(absl::IsUnavailable(none.status())) << none.status();
+  LKV_ASSIGN_OR_FAIL(const auto unchanged, client->GetLedgerMetadata(id));
+  EXPECT_EQ(unchanged.ShortDebugString(), closed.ShortDebugString());
+}
+
+}  // namespace
+}  // namespace ledgerkv::ledger
