@@ -279,8 +279,6 @@ absl::Status CheckUnused(metadata::MetadataStore& store, const std::string& clus
   return absl::OkStatus();
 }
 
-}  // namespace
-
 std::string Plural(int64_t n, const char* what) {
   return absl::StrCat(n, " ", what, n == 1 ? "" : "s");
 }
@@ -294,9 +292,35 @@ bool NamesBookie(const LedgerMetadata& m, const std::string& bookie) {
   return false;
 }
 
-// `rereplicate (ID | --all) --bookie B`: command[0] is the verb.
+// The ledgers whose metadata names `bookie`; an unparsable record is
+// reported and counted in *unreadable (it may name it).
+absl::StatusOr<std::vector<uint64_t>> LedgersNaming(metadata::MetadataStore& store,
+                                                    const std::string& cluster,
+                                                    const std::string& bookie, Output& o,
+                                                    int* unreadable) {
+  const metadata::Keys keys(cluster);
+  ASSIGN_OR_RETURN(std::vector<metadata::KeyValue> kvs, store.List(keys.LedgersPrefix()));
+  std::vector<uint64_t> ids;
+  *unreadable = 0;
+  for (const auto& kv : kvs) {
+    uint64_t id = 0;
+    if (!keys.ParseLedgerKey(kv.key, &id)) continue;
+    LedgerMetadata m;
+    if (!m.ParseFromString(kv.value)) {
+      absl::StrAppend(o.err, "ledgerkv ledger: ", kv.key, ": unparsable metadata\n");
+      ++*unreadable;
+      continue;
+    }
+    if (NamesBookie(m, bookie)) ids.push_back(id);
+  }
+  return ids;
+}
+
+// `rereplicate (ID | --all) --bookie B`: command[0] is the verb. Prints a
+// line per ledger as it goes (`flush`).
 int Rereplicate(metadata::MetadataStore* store, const std::string& cluster,
-                const std::vector<std::string>& command, Output& o) {
+                const std::vector<std::string>& command, Output& o,
+                const std::function<void()>& flush) {
   bool all = false;
   uint64_t id = 0;
   bool have_id = false;
@@ -326,30 +350,29 @@ int Rereplicate(metadata::MetadataStore* store, const std::string& cluster,
   if (!client.ok()) return o.Fail(client.status());
 
   std::vector<uint64_t> ids;
+  int unreadable = 0;
   if (have_id) {
     ids.push_back(id);
   } else {
-    const metadata::Keys keys(cluster);
-    auto kvs = store->List(keys.LedgersPrefix());
-    if (!kvs.ok()) return o.Fail(kvs.status());
-    for (const auto& kv : *kvs) {
-      uint64_t listed = 0;
-      LedgerMetadata m;
-      if (!keys.ParseLedgerKey(kv.key, &listed)) continue;
-      if (!m.ParseFromString(kv.value)) {
-        absl::StrAppend(o.err, "ledgerkv ledger: ", kv.key, ": unparsable metadata\n");
-        continue;
-      }
-      if (NamesBookie(m, bookie)) ids.push_back(listed);
-    }
+    auto listed = LedgersNaming(*store, cluster, bookie, o, &unreadable);
+    if (!listed.ok()) return o.Fail(listed.status());
+    ids = *std::move(listed);
   }
-  int replaced = 0, left = 0;
+  int replaced = 0, failed = 0;
   for (uint64_t ledger_id : ids) {
     auto result = (*client)->ReplaceBookie(ledger_id, bookie);
+    if (absl::IsNotFound(result.status())) {
+      // Gone, or no longer naming the bookie (a concurrent run, or an
+      // earlier run whose last reply was lost): nothing left to do here.
+      // A ledger id given that does not exist is the operator's mistake.
+      if (have_id && absl::IsNotFound((*client)->GetLedgerMetadata(ledger_id).status())) {
+        return o.Fail(result.status());
+      }
+      absl::StrAppend(o.out, "ledger ", ledger_id, ": does not name bookie ", bookie, "\n");
+      continue;
+    }
     if (!result.ok()) {
-      // With --all, a ledger deleted or already moved meanwhile is done.
-      if (all && absl::IsNotFound(result.status())) continue;
-      ++left;
+      ++failed;
       absl::StrAppend(o.err, "ledgerkv ledger: ledger ", ledger_id, ": ",
                       result.status().ToString(), "\n");
       continue;
@@ -359,13 +382,21 @@ int Rereplicate(metadata::MetadataStore* store, const std::string& cluster,
                     absl::StrJoin(result->replacements, ", "), " in ",
                     Plural(result->segments_changed, "segment"), ", ", result->entries_copied,
                     result->entries_copied == 1 ? " entry" : " entries", " copied\n");
+    if (flush) flush();
   }
-  if (all) {
-    absl::StrAppend(o.out, Plural(replaced, "ledger"), " moved off bookie ", bookie, ", ",
-                    left, " still naming it\n");
-  }
-  return left == 0 ? 0 : kLedgerCliExitFailure;
+  if (!all) return failed == 0 ? 0 : kLedgerCliExitFailure;
+  // Listed again: ledgers created meanwhile (a live bookie can still be
+  // chosen) or moved onto it by a concurrent run count too.
+  auto still = LedgersNaming(*store, cluster, bookie, o, &unreadable);
+  if (!still.ok()) return o.Fail(still.status());
+  absl::StrAppend(o.out, Plural(replaced, "ledger"), " moved off bookie ", bookie, ", ",
+                  still->size(), " still naming it",
+                  unreadable > 0 ? absl::StrCat(" (and ", unreadable, " unreadable)") : "",
+                  "\n");
+  return still->empty() && unreadable == 0 ? 0 : kLedgerCliExitFailure;
 }
+
+}  // namespace
 
 int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
                      const std::vector<std::string>& command, std::string* out, std::string* err,
@@ -377,7 +408,7 @@ int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
     if (command.size() != 1) return o.Usage("list takes no arguments");
     return List(store, cluster, o);
   }
-  if (verb == "rereplicate") return Rereplicate(store, cluster, command, o);
+  if (verb == "rereplicate") return Rereplicate(store, cluster, command, o, flush);
   if (verb != "show" && verb != "read" && verb != "recover" && verb != "delete") {
     return o.Usage(absl::StrCat("unknown command \"", verb, "\""));
   }

@@ -296,6 +296,14 @@ TEST(LedgerCli, RereplicateMovesEveryClosedLedgerOffABookie) {
   Result none = RunCli(*cluster, {"rereplicate", "--all", "--bookie", gone});
   EXPECT_EQ(none.code, 0) << none.err;
   EXPECT_THAT(none.out, HasSubstr("0 ledgers moved off bookie"));
+  EXPECT_THAT(none.out, HasSubstr("0 still naming it"));
+  // Done is done (a rerun after a lost reply); an unknown ledger is not.
+  Result done = RunCli(*cluster, {"rereplicate", absl::StrCat(closed[0]), "--bookie", gone});
+  EXPECT_EQ(done.code, 0) << done.err;
+  EXPECT_THAT(done.out, HasSubstr("does not name bookie"));
+  Result unknown = RunCli(*cluster, {"rereplicate", "99999", "--bookie", gone});
+  EXPECT_EQ(unknown.code, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("NOT_FOUND"));
 }
 
 TEST(LedgerCli, BadArgumentsAreUsageErrors) {

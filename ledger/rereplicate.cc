@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -54,6 +55,9 @@ absl::Status CopyTo(ClientCore& core, const BookieInfo& bookie,
                   });
     gather->Await([] { return false; });  // until the call is done
     absl::MutexLock l(&gather->mu());
+    // A replacement that could not be reached is forgotten and marked slow,
+    // so that the next try (or the next ledger) does not reuse its channel.
+    NoteCallOutcome(core, *call);
     if (!call->status.ok()) {
       return absl::UnavailableError(absl::StrCat("replacement bookie ", bookie.bookie_id, ": ",
                                                  call->status.error_message()));
@@ -119,6 +123,10 @@ absl::StatusOr<int64_t> CopySlot(ClientCore& core, const meta::v1::LedgerMetadat
 
 absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64_t id,
                                                         const std::string& bookie_id) {
+  // The replacement each segment got in an attempt whose CAS lost: the next
+  // attempt writes to it again (the same bytes), rather than leaving
+  // unnamed copies on one more bookie.
+  absl::flat_hash_map<int, BookieInfo> earlier;
   for (int attempt = 0;; ++attempt) {
     ASSIGN_OR_RETURN(VersionedLedger loaded, LoadLedger(core, id));
     const meta::v1::LedgerMetadata& md = loaded.metadata;
@@ -141,7 +149,12 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64
       absl::StatusOr<int64_t> copied;
       std::string failed_before;  // the replacements passed over
       for (int tries = 0; tries < kReplacementTries; ++tries) {
-        chosen = core.placement.ChooseReplacement(exclude);
+        auto before = earlier.find(s);
+        if (tries == 0 && before != earlier.end() && !exclude.contains(before->second.bookie_id)) {
+          chosen = before->second;
+        } else {
+          chosen = core.placement.ChooseReplacement(exclude);
+        }
         if (!chosen.ok()) {
           return absl::UnavailableError(absl::StrCat("cannot replace bookie ", bookie_id, " in ",
                                                      Describe(md), ": ", chosen.status().message(),
@@ -164,6 +177,7 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64
       ++result.segments_changed;
       result.entries_copied += *copied;
       result.replacements.push_back(chosen->bookie_id);
+      earlier[s] = *chosen;
     }
     if (result.segments_changed == 0) {
       return absl::NotFoundError(
@@ -172,14 +186,17 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64
     // Named only now that every copy is stored.
     absl::StatusOr<metadata::Version> stored = StoreLedger(core, next, loaded.version);
     if (stored.ok()) return result;
+    // ABORTED: the metadata moved, ours (a reply lost) or another change.
+    // UNAVAILABLE: the outcome is unknown. Either way, look.
+    absl::StatusOr<VersionedLedger> reread = LoadLedger(core, id);
+    if (reread.ok() && SameLedger(reread->metadata, next)) return result;
     if (!absl::IsAborted(stored.status())) {
       return absl::Status(stored.status().code(),
                           absl::StrCat("replacing bookie ", bookie_id, " in ", Describe(md), ": ",
-                                       stored.status().message()));
+                                       stored.status().message(),
+                                       reread.ok() ? "; the metadata does not name the copies"
+                                                   : "; whether it names the copies is unknown"));
     }
-    // The metadata moved: ours (a reply lost), or another change. Look again.
-    absl::StatusOr<VersionedLedger> reread = LoadLedger(core, id);
-    if (reread.ok() && SameLedger(reread->metadata, next)) return result;
     if (attempt + 1 >= kAttempts) {
       return absl::UnavailableError(absl::StrCat("replacing bookie ", bookie_id, " in ledger ",
                                                  id, ": its metadata kept changing"));

@@ -126,7 +126,8 @@ TEST(LedgerRereplicationTest, EverySegmentNamingTheBookieGetsItsOwnReplacement) 
 
 // Refusals change nothing: an unknown ledger or a bookie it does not name
 // (NOT_FOUND), an OPEN ledger (FAILED_PRECONDITION: its writer replaces
-// bookies itself), and no bookie to replace it with (UNAVAILABLE).
+// bookies itself), and no bookie to replace it with (UNAVAILABLE), also
+// when the only candidate is registered but cannot be reached.
 TEST(LedgerRereplicationTest, RefusalsLeaveTheLedgerAsItWas) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
   LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
@@ -154,6 +155,23 @@ TEST(LedgerRereplicationTest, RefusalsLeaveTheLedgerAsItWas) {
   EXPECT_TRUE(absl::IsUnavailable(none.status())) << none.status();
   LKV_ASSIGN_OR_FAIL(const auto unchanged, client->GetLedgerMetadata(id));
   EXPECT_EQ(unchanged.ShortDebugString(), closed.ShortDebugString());
+
+  // A registered bookie that cannot be reached is tried, passed over, and
+  // (with nothing else left) named nowhere.
+  meta::v1::BookieRegistration ghost;
+  ghost.set_bookie_id("ghost-bookie");
+  ghost.set_address("127.0.0.1:1");
+  ghost.set_instance_id("0123456789abcdef0123456789abcdef");
+  LKV_ASSERT_OK(cluster->store()->Put(metadata::Keys("default").Bookie("ghost-bookie"),
+                                      ghost.SerializeAsString(), metadata::kAnyVersion));
+  auto passed_over = client->ReplaceBookie(id, segment.bookies(0));
+  EXPECT_TRUE(absl::IsUnavailable(passed_over.status())) << passed_over.status();
+  EXPECT_NE(passed_over.status().message().find("passed over"), std::string::npos)
+      << passed_over.status();
+  EXPECT_NE(passed_over.status().message().find("ghost-bookie"), std::string::npos)
+      << passed_over.status();
+  LKV_ASSIGN_OR_FAIL(const auto still, client->GetLedgerMetadata(id));
+  EXPECT_EQ(still.ShortDebugString(), closed.ShortDebugString());
 }
 
 }  // namespace
