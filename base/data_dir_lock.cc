@@ -24,10 +24,15 @@ absl::StatusOr<int> LockDataDir(const std::string& dir) {
     char pid[32] = {};
     const ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
     ::close(fd);
-    return absl::FailedPreconditionError(
-        absl::StrCat("data dir ", dir, " is in use by another ledgerkv process (pid ",
-                     n > 0 ? std::string(pid, static_cast<size_t>(n)) : std::string("unknown"),
-                     ", lock ", path, ")"));
+    const std::string holder =
+        n > 0 ? std::string(pid, static_cast<size_t>(n)) : std::string("unknown");
+    if (holder == std::to_string(::getpid())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("data dir ", dir, " is in use by this process (lock ", path, ")"));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "data dir ", dir, " is in use by another ledgerkv process (pid ", holder, ", lock ", path,
+        ")"));
   }
   const std::string pid = std::to_string(::getpid());
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {

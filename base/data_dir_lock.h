@@ -8,16 +8,20 @@
 
 namespace ledgerkv {
 
-// Locks `dir`/LOCK and writes this process's pid into it. Returns the
-// locked fd (close it to unlock; the kernel unlocks on exit too).
-// FAILED_PRECONDITION "data dir D is in use by another ledgerkv process
-// (pid P, lock D/LOCK)", or when the file cannot be opened.
+// Locks `dir`/LOCK (flock, not blocking) and writes this process's pid into
+// it. Returns the locked fd (close it to unlock; the kernel unlocks on exit
+// too). A lock is held per open file description, so a second lock of the
+// same directory fails also within one process. FAILED_PRECONDITION "data
+// dir D is in use by another ledgerkv process (pid P, lock D/LOCK)" (or "by
+// this process"), or when the file cannot be opened.
 absl::StatusOr<int> LockDataDir(const std::string& dir);
 
-// A LockDataDir lock, released when this is destroyed.
+// A LockDataDir lock, released when this is destroyed or assigned over
+// (a default-constructed one holds nothing).
 class DataDirLock {
  public:
   DataDirLock() = default;
+  // LockDataDir(dir), held by the returned object; its errors.
   static absl::StatusOr<DataDirLock> Acquire(const std::string& dir);
   ~DataDirLock();
   DataDirLock(DataDirLock&& other) noexcept;

@@ -14,7 +14,6 @@
 #include "grpcpp/grpcpp.h"
 #include "kv_server/admin_service.h"
 #include "kv_server/catalog.h"
-#include "base/data_dir_lock.h"
 #include "kv_server/kv_service.h"
 #include "kv_server/listen.h"
 #include "kv_server/range_host.h"
@@ -38,7 +37,7 @@ Standalone::~Standalone() { Shutdown(); }
 metadata::MetadataStore* Standalone::metadata() { return store_.get(); }
 
 absl::Status Standalone::Lock() {
-  ASSIGN_OR_RETURN(lock_fd_, LockDataDir(options_.data_dir));
+  ASSIGN_OR_RETURN(lock_, DataDirLock::Acquire(options_.data_dir));
   return absl::OkStatus();
 }
 
@@ -212,10 +211,7 @@ void Standalone::Shutdown() {
   for (auto& b : bookies_) b->Shutdown();
   bookies_.clear();
   store_.reset();
-  if (lock_fd_ >= 0) {
-    ::close(lock_fd_);
-    lock_fd_ = -1;
-  }
+  lock_ = DataDirLock();  // last: the data dir is free for the next process
 }
 
 }  // namespace ledgerkv::kv

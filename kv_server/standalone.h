@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/data_dir_lock.h"
 #include "kv_server/range/limits.h"
 
 namespace grpc {
@@ -104,7 +105,7 @@ class Standalone {
   absl::Status StartServer();
 
   const StandaloneOptions options_;
-  int lock_fd_ = -1;
+  DataDirLock lock_;  // the data dir's LOCK, held while running
   std::string address_;
   std::unique_ptr<metadata::EmbeddedStore> store_;
   std::vector<std::unique_ptr<bookie::BookieServer>> bookies_;

@@ -18,7 +18,6 @@
 #include "grpcpp/grpcpp.h"
 #include "kv_server/admin_service.h"
 #include "kv_server/catalog.h"
-#include "base/data_dir_lock.h"
 #include "kv_server/kv_service.h"
 #include "kv_server/listen.h"
 #include "kv_server/range_host.h"
@@ -90,7 +89,7 @@ absl::Status ClusterServer::Init() {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot create ", o.data_dir, "/ranges: ", ec.message()));
   }
-  ASSIGN_OR_RETURN(lock_fd_, LockDataDir(o.data_dir));
+  ASSIGN_OR_RETURN(lock_, DataDirLock::Acquire(o.data_dir));
   instance_id_ = RandomInstanceId();
   ASSIGN_OR_RETURN(store_, metadata::OpenMetadataStore(o.metadata));
   ASSIGN_OR_RETURN(client_,
@@ -794,10 +793,7 @@ void ClusterServer::Shutdown() {
   catalog_.reset();
   client_.reset();
   store_.reset();
-  if (lock_fd_ >= 0) {
-    ::close(lock_fd_);
-    lock_fd_ = -1;
-  }
+  lock_ = DataDirLock();  // last: the data dir is free for the next process
 }
 
 }  // namespace ledgerkv::kv

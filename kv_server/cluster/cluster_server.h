@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/data_dir_lock.h"
 #include "kv_server/range/limits.h"
 #include "metadata/metadata_store.h"
 #include "proto/metadata.pb.h"
@@ -172,7 +173,7 @@ class ClusterServer {
   std::string address_;
   std::string server_id_;
   std::string instance_id_;
-  int lock_fd_ = -1;
+  DataDirLock lock_;  // the data dir's LOCK, held while running
 
   std::unique_ptr<metadata::MetadataStore> store_;
   std::unique_ptr<ledger::LedgerClient> client_;
