@@ -1,5 +1,6 @@
 #include "ledger/ledger_client.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -106,9 +107,14 @@ absl::StatusOr<std::unique_ptr<LedgerWriter>> LedgerClient::CreateLedger(
     if (absl::IsUnavailable(stored.status())) {
       // Outcome unknown. A record that landed with nobody to write or close
       // it would stay OPEN for ever (bookies keep what a ledger's metadata
-      // names, and `ledger delete` refuses OPEN ledgers): look for ours.
-      auto found = core_->store->Get(core_->keys.Ledger(*id));
-      if (found.ok() && found->value == record) stored = found->version;
+      // names, and `ledger delete` refuses OPEN ledgers): look for ours,
+      // riding out a short store outage as StoreLedger does.
+      for (int look = 1; look <= std::max(1, core_->options.metadata_retries); ++look) {
+        auto found = core_->store->Get(core_->keys.Ledger(*id));
+        if (found.ok() && found->value == record) stored = found->version;
+        if (!absl::IsUnavailable(found.status())) break;
+        absl::SleepFor(MetadataBackoff(look));
+      }
     }
     if (absl::IsAborted(stored.status()) && attempt + 1 < kCreateAttempts) continue;
     if (!stored.ok()) {

@@ -625,18 +625,35 @@ TEST(LedgerRecoveryTest, L2_RecoveryNamesNoReplacementThatReceivedNothing) {
   ExpectReadable(*reader, 0, 9);
 }
 
+// Writes entries 0..9 one at a time to a new E=Qw=Qa=2 ledger on the
+// cluster's two bookies (so entry 9 carries LAC 8: recovery starts at entry
+// 8 and reads forward from 9), leaves it OPEN (the writer crashes) and
+// stops both bookies. Returns its id, or 0 on failure.
+uint64_t WriteTenAndStopBothBookies(TestCluster& cluster) {
+  uint64_t id = 0;
+  {
+    auto client = cluster.NewClient();
+    EXPECT_TRUE(client.ok()) << client.status();
+    if (!client.ok()) return 0;
+    auto writer = (*client)->CreateLedger(Quorums(2, 2, 2));
+    EXPECT_TRUE(writer.ok()) << writer.status();
+    if (!writer.ok()) return 0;
+    for (int i = 0; i < 10; ++i) {
+      auto appended = (*writer)->Append(PayloadFor(i));
+      EXPECT_TRUE(appended.ok()) << appended.status();
+      if (!appended.ok()) return 0;
+    }
+    id = (*writer)->id();
+  }  // writer crash
+  cluster.StopBookie(0);
+  cluster.StopBookie(1);
+  return id;
+}
+
 TEST(LedgerRecoveryTest, L10_CorruptConfirmedEntryWithItsOtherReplicaDownIsUnavailable) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
-  uint64_t id;
-  {
-    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
-    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 2)));
-    id = writer->id();
-    // One at a time: entry 9 carries LAC 8, so recovery starts at entry 8.
-    for (int i = 0; i < 10; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
-  }  // writer crash
-  cluster->StopBookie(0);
-  cluster->StopBookie(1);
+  const uint64_t id = WriteTenAndStopBothBookies(*cluster);
+  ASSERT_NE(id, 0u);
   EXPECT_EQ(CorruptJournal(cluster->data_dir(0), "payload-8-"), 1);
   LKV_ASSERT_OK(cluster->RestartBookie(0));
 
@@ -659,16 +676,8 @@ TEST(LedgerRecoveryTest, L10_CorruptConfirmedEntryWithItsOtherReplicaDownIsUnava
 // stays IN_RECOVERY, with nothing truncated.
 TEST(LedgerRecoveryTest, L10_AnEntryWhoseEveryCopyIsCorruptIsDataLossNotRetriedOrTruncated) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
-  uint64_t id;
-  {
-    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
-    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(2, 2, 2)));
-    id = writer->id();
-    // One at a time: entry 9 carries LAC 8, so recovery reads forward from 9.
-    for (int i = 0; i < 10; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
-  }  // writer crash
-  cluster->StopBookie(0);
-  cluster->StopBookie(1);
+  const uint64_t id = WriteTenAndStopBothBookies(*cluster);
+  ASSERT_NE(id, 0u);
   EXPECT_EQ(CorruptJournal(cluster->data_dir(0), "payload-9-"), 1);
   EXPECT_EQ(CorruptJournal(cluster->data_dir(1), "payload-9-"), 1);
   LKV_ASSERT_OK(cluster->RestartBookie(0));

@@ -287,8 +287,8 @@ absl::StatusOr<std::vector<Entry>> ReadForward(ClientCore& core,
         } else if (!transient) {
           // Every replica answered: too few say "absent" to call it so (it
           // may have been acknowledged), and every other copy is corrupt.
-          // No later attempt can keep or drop it: the entry is lost (L10:
-          // not absent), and the ledger cannot be closed.
+          // The entry is lost (L10: not absent), and the ledger cannot be
+          // closed (unless a later attempt learns a LAC past it).
           out.kind = Scan::kError;
           out.error = absl::DataLossError(absl::StrCat(
               "recovery of ", Describe(md), ": entry ", e, " has no intact replica (", corrupt,

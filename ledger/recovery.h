@@ -47,7 +47,8 @@ namespace ledgerkv::ledger {
 // IN_RECOVERY and a later attempt continues. DATA_LOSS if an entry known to
 // be confirmed, or one that may have been (too few replicas say they lack
 // it), has no intact replica while every replica answered: the ledger then
-// stays IN_RECOVERY, and no retry can close it.
+// stays IN_RECOVERY, and a retry closes it only if it learns a LAC at or
+// past that entry (from a bookie slow to answer the first fence).
 absl::StatusOr<VersionedLedger> RecoverLedger(ClientCore& core, uint64_t id);
 
 }  // namespace ledgerkv::ledger

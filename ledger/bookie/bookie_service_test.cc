@@ -471,10 +471,17 @@ TEST_F(BookieServiceTest, FailedSyncMakesBookieReadOnlyButReadable) {
 // has), before gRPC's shutdown deadline (2 s) would cancel it: a client
 // then sees an answer, not CANCELLED.
 TEST_F(BookieServiceTest, ShutdownAnswersPendingLongPolls) {
+  ScopedFaultPoints faults;
+  auto parked = std::make_shared<absl::Notification>();
+  FaultPoints::Get().Arm("bookie.lac.parked", [parked](std::string_view) {
+    if (!parked->HasBeenNotified()) parked->Notify();
+    return false;
+  });
   ASSERT_EQ(Add(1, 0, 1), std::vector<v1::Code>{v1::OK});
   auto poll = StartLongPoll(1, 5);  // waits up to 20 s
-  // Still waiting: the poll reached the bookie and was parked there.
-  ASSERT_FALSE(poll->done.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
+  ASSERT_TRUE(parked->WaitForNotificationWithTimeout(absl::Seconds(30)))
+      << "the long poll never reached the bookie";
+  ASSERT_FALSE(poll->done.HasBeenNotified());
   const absl::Time start = absl::Now();
   server_->Shutdown();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));

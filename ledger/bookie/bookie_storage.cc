@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/fault_point.h"
 #include "base/status_macros.h"
 #include "ledger/bookie/journal_reader.h"
 
@@ -507,6 +508,7 @@ std::pair<Code, int64_t> BookieStorage::SetExplicitLac(uint64_t ledger_id, int64
 void BookieStorage::WaitForLac(uint64_t ledger_id, int64_t at_most, absl::Time deadline,
                                LacCallback done) {
   LacWaiters::Wake wake;
+  bool parked = false;
   {
     absl::MutexLock l(&mu_);
     auto it = ledgers_.find(ledger_id);
@@ -516,10 +518,15 @@ void BookieStorage::WaitForLac(uint64_t ledger_id, int64_t at_most, absl::Time d
     } else if (lac_waiters_.Add(ledger_id, at_most, deadline, &done)) {
       // Registered under mu_, so the writer's LAC update (also under mu_)
       // either was seen above or will Notify us.
-      return;
+      parked = true;
     } else {
       wake = LacWaiters::Wake::kShutdown;
     }
+  }
+  if (parked) {
+    // Only observed (tests wait for a long poll to be parked).
+    static_cast<void>(LEDGERKV_FAULT("bookie.lac.parked"));
+    return;
   }
   std::move(done)(wake);
 }
