@@ -27,8 +27,11 @@ absl::StatusOr<int> LockDataDir(const std::string& dir) {
     const std::string holder =
         n > 0 ? std::string(pid, static_cast<size_t>(n)) : std::string("unknown");
     if (holder == std::to_string(::getpid())) {
+      // Most likely this process (a second open); a process with the same
+      // pid in another pid namespace sharing the directory looks the same.
       return absl::FailedPreconditionError(
-          absl::StrCat("data dir ", dir, " is in use by this process (lock ", path, ")"));
+          absl::StrCat("data dir ", dir, " is in use by this process (pid ", holder, ", lock ",
+                       path, "), or by one with the same pid in another pid namespace"));
     }
     return absl::FailedPreconditionError(absl::StrCat(
         "data dir ", dir, " is in use by another ledgerkv process (pid ", holder, ", lock ", path,

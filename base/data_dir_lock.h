@@ -13,7 +13,8 @@ namespace ledgerkv {
 // too). A lock is held per open file description, so a second lock of the
 // same directory fails also within one process. FAILED_PRECONDITION "data
 // dir D is in use by another ledgerkv process (pid P, lock D/LOCK)" (or "by
-// this process"), or when the file cannot be opened.
+// this process" when P is this process's pid), or when the file cannot be
+// opened.
 absl::StatusOr<int> LockDataDir(const std::string& dir);
 
 // A LockDataDir lock, released when this is destroyed or assigned over

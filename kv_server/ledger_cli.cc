@@ -293,11 +293,11 @@ bool NamesBookie(const LedgerMetadata& m, const std::string& bookie) {
 }
 
 // The ledgers whose metadata names `bookie`; an unparsable record is
-// reported and counted in *unreadable (it may name it).
+// counted in *unreadable (it may name it), and reported if `report`.
 absl::StatusOr<std::vector<uint64_t>> LedgersNaming(metadata::MetadataStore& store,
                                                     const std::string& cluster,
                                                     const std::string& bookie, Output& o,
-                                                    int* unreadable) {
+                                                    bool report, int* unreadable) {
   const metadata::Keys keys(cluster);
   ASSIGN_OR_RETURN(std::vector<metadata::KeyValue> kvs, store.List(keys.LedgersPrefix()));
   std::vector<uint64_t> ids;
@@ -307,7 +307,7 @@ absl::StatusOr<std::vector<uint64_t>> LedgersNaming(metadata::MetadataStore& sto
     if (!keys.ParseLedgerKey(kv.key, &id)) continue;
     LedgerMetadata m;
     if (!m.ParseFromString(kv.value)) {
-      absl::StrAppend(o.err, "ledgerkv ledger: ", kv.key, ": unparsable metadata\n");
+      if (report) absl::StrAppend(o.err, "ledgerkv ledger: ", kv.key, ": unparsable metadata\n");
       ++*unreadable;
       continue;
     }
@@ -354,7 +354,7 @@ int Rereplicate(metadata::MetadataStore* store, const std::string& cluster,
   if (have_id) {
     ids.push_back(id);
   } else {
-    auto listed = LedgersNaming(*store, cluster, bookie, o, &unreadable);
+    auto listed = LedgersNaming(*store, cluster, bookie, o, /*report=*/false, &unreadable);
     if (!listed.ok()) return o.Fail(listed.status());
     ids = *std::move(listed);
   }
@@ -362,32 +362,36 @@ int Rereplicate(metadata::MetadataStore* store, const std::string& cluster,
   for (uint64_t ledger_id : ids) {
     auto result = (*client)->ReplaceBookie(ledger_id, bookie);
     if (absl::IsNotFound(result.status())) {
-      // Gone, or no longer naming the bookie (a concurrent run, or an
-      // earlier run whose last reply was lost): nothing left to do here.
-      // A ledger id given that does not exist is the operator's mistake.
-      if (have_id && absl::IsNotFound((*client)->GetLedgerMetadata(ledger_id).status())) {
-        return o.Fail(result.status());
+      // No longer naming the bookie (a concurrent run, or an earlier run
+      // whose last reply was lost): done. Deleted: done with --all; a
+      // ledger id given that does not exist is the operator's mistake.
+      auto now = (*client)->GetLedgerMetadata(ledger_id);
+      if (now.ok() && !NamesBookie(*now, bookie)) {
+        absl::StrAppend(o.out, "ledger ", ledger_id, ": does not name bookie ", bookie, "\n");
+      } else if (all && absl::IsNotFound(now.status())) {
+        absl::StrAppend(o.out, "ledger ", ledger_id, ": deleted meanwhile\n");
+      } else {
+        ++failed;
+        absl::StrAppend(o.err, "ledgerkv ledger: ledger ", ledger_id, ": ",
+                        (now.ok() ? result.status() : now.status()).ToString(), "\n");
       }
-      absl::StrAppend(o.out, "ledger ", ledger_id, ": does not name bookie ", bookie, "\n");
-      continue;
-    }
-    if (!result.ok()) {
+    } else if (!result.ok()) {
       ++failed;
       absl::StrAppend(o.err, "ledgerkv ledger: ledger ", ledger_id, ": ",
                       result.status().ToString(), "\n");
-      continue;
+    } else {
+      ++replaced;
+      absl::StrAppend(o.out, "ledger ", ledger_id, ": bookie ", bookie, " replaced by ",
+                      absl::StrJoin(result->replacements, ", "), " in ",
+                      Plural(result->segments_changed, "segment"), ", ", result->entries_copied,
+                      result->entries_copied == 1 ? " entry" : " entries", " copied\n");
     }
-    ++replaced;
-    absl::StrAppend(o.out, "ledger ", ledger_id, ": bookie ", bookie, " replaced by ",
-                    absl::StrJoin(result->replacements, ", "), " in ",
-                    Plural(result->segments_changed, "segment"), ", ", result->entries_copied,
-                    result->entries_copied == 1 ? " entry" : " entries", " copied\n");
     if (flush) flush();
   }
   if (!all) return failed == 0 ? 0 : kLedgerCliExitFailure;
   // Listed again: ledgers created meanwhile (a live bookie can still be
   // chosen) or moved onto it by a concurrent run count too.
-  auto still = LedgersNaming(*store, cluster, bookie, o, &unreadable);
+  auto still = LedgersNaming(*store, cluster, bookie, o, /*report=*/true, &unreadable);
   if (!still.ok()) return o.Fail(still.status());
   absl::StrAppend(o.out, Plural(replaced, "ledger"), " moved off bookie ", bookie, ", ",
                   still->size(), " still naming it",
@@ -513,11 +517,14 @@ int RunLedgerCli(const std::vector<std::string>& args) {
     if (!store.ok()) {
       code = o.Fail(store.status());
     } else {
-      // --follow prints as it goes; other commands print once at the end.
-      auto flush = [&out]() {
+      // --follow and rereplicate print as they go; other commands print
+      // once at the end.
+      auto flush = [&out, &err]() {
         std::fwrite(out.data(), 1, out.size(), stdout);
         std::fflush(stdout);
         out.clear();
+        std::fwrite(err.data(), 1, err.size(), stderr);
+        err.clear();
       };
       code = RunLedgerCommand(store->get(), cluster, command, &out, &err, flush);
     }

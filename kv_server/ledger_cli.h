@@ -39,7 +39,8 @@ int RunLedgerCli(const std::vector<std::string>& args);
 // `read --follow` runs until the ledger is closed (exit 0) or deleted (1),
 // calling `flush` (if set) on the calling thread after each batch it
 // appends to *out, so a caller can hand the lines on as they come;
-// `rereplicate` flushes after each ledger.
+// `rereplicate` flushes after each ledger (RunLedgerCli's flush writes
+// both *out and *err).
 int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
                      const std::vector<std::string>& command, std::string* out, std::string* err,
                      const std::function<void()>& flush = {});

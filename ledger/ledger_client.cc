@@ -109,10 +109,11 @@ absl::StatusOr<std::unique_ptr<LedgerWriter>> LedgerClient::CreateLedger(
       // it would stay OPEN for ever (bookies keep what a ledger's metadata
       // names, and `ledger delete` refuses OPEN ledgers): look for ours,
       // riding out a short store outage as StoreLedger does.
-      for (int look = 1; look <= std::max(1, core_->options.metadata_retries); ++look) {
+      const int looks = std::max(1, core_->options.metadata_retries);
+      for (int look = 1; look <= looks; ++look) {
         auto found = core_->store->Get(core_->keys.Ledger(*id));
         if (found.ok() && found->value == record) stored = found->version;
-        if (!absl::IsUnavailable(found.status())) break;
+        if (!absl::IsUnavailable(found.status()) || look == looks) break;
         absl::SleepFor(MetadataBackoff(look));
       }
     }

@@ -1,6 +1,7 @@
 #include "ledger/rereplicate.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -9,8 +10,10 @@
 #include "base/status_macros.h"
 #include "ledger/client_core.h"
 #include "ledger/entry_format.h"
+#include "ledger/placement.h"
 #include "ledger/replica_read.h"
 #include "ledger/rpc_gather.h"
+#include "proto/metadata.pb.h"
 
 namespace ledgerkv::ledger {
 namespace {
@@ -119,6 +122,19 @@ absl::StatusOr<int64_t> CopySlot(ClientCore& core, const meta::v1::LedgerMetadat
   return copied;
 }
 
+// `earlier` as it is registered now, if it is still writable and the same
+// instance (placement's rules for a replacement); its current address.
+std::optional<BookieInfo> StillUsable(ClientCore& core, const BookieInfo& earlier) {
+  absl::StatusOr<metadata::VersionedValue> got = core.store->Get(core.keys.Bookie(earlier.bookie_id));
+  if (!got.ok()) return std::nullopt;
+  meta::v1::BookieRegistration registration;
+  if (!registration.ParseFromString(got->value) || registration.read_only() ||
+      registration.address().empty() || registration.instance_id() != earlier.instance_id) {
+    return std::nullopt;
+  }
+  return BookieInfo{earlier.bookie_id, registration.address(), registration.instance_id()};
+}
+
 }  // namespace
 
 absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64_t id,
@@ -150,8 +166,12 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64
       std::string failed_before;  // the replacements passed over
       for (int tries = 0; tries < kReplacementTries; ++tries) {
         auto before = earlier.find(s);
+        std::optional<BookieInfo> again;
         if (tries == 0 && before != earlier.end() && !exclude.contains(before->second.bookie_id)) {
-          chosen = before->second;
+          again = StillUsable(core, before->second);
+        }
+        if (again.has_value()) {
+          chosen = *std::move(again);
         } else {
           chosen = core.placement.ChooseReplacement(exclude);
         }
@@ -190,13 +210,20 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64
     // UNAVAILABLE: the outcome is unknown. Either way, look.
     absl::StatusOr<VersionedLedger> reread = LoadLedger(core, id);
     if (reread.ok() && SameLedger(reread->metadata, next)) return result;
-    if (!absl::IsAborted(stored.status())) {
+    if (absl::IsNotFound(reread.status())) return reread.status();  // deleted meanwhile
+    if (!reread.ok()) {
+      return absl::UnavailableError(absl::StrCat(
+          "replacing bookie ", bookie_id, " in ", Describe(md), ": ", stored.status().message(),
+          "; whether the metadata now names the copies is unknown (reading it back: ",
+          reread.status().message(), "); run again"));
+    }
+    if (!absl::IsAborted(stored.status()) && !absl::IsUnavailable(stored.status())) {
       return absl::Status(stored.status().code(),
                           absl::StrCat("replacing bookie ", bookie_id, " in ", Describe(md), ": ",
-                                       stored.status().message(),
-                                       reread.ok() ? "; the metadata does not name the copies"
-                                                   : "; whether it names the copies is unknown"));
+                                       stored.status().message()));
     }
+    // Moved on (perhaps after ours landed): start over; a ledger that no
+    // longer names the bookie then says NOT_FOUND.
     if (attempt + 1 >= kAttempts) {
       return absl::UnavailableError(absl::StrCat("replacing bookie ", bookie_id, " in ledger ",
                                                  id, ": its metadata kept changing"));

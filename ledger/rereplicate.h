@@ -37,8 +37,8 @@ struct ReplicationResult {
 // not CLOSED (a live writer replaces failed bookies itself; recover it
 // first). UNAVAILABLE: no writable bookie to replace it with, or an entry
 // could not be read or written now; nothing was named, unless the message
-// says the final CAS's outcome is unknown (try again: a run that finds the
-// bookie no longer named is NOT_FOUND). An entry whose other copies are
+// says whether the metadata names the copies is unknown (run again: a run
+// that finds the bookie no longer named is NOT_FOUND). An entry whose other copies are
 // all corrupt is UNAVAILABLE too while `bookie_id` cannot be read (its copy
 // may be the only intact one; the message counts the corrupt copies), and
 // DATA_LOSS when it can be read and has none either.
