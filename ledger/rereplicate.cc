@@ -125,7 +125,8 @@ absl::StatusOr<int64_t> CopySlot(ClientCore& core, const meta::v1::LedgerMetadat
 // `earlier` as it is registered now, if it is still writable and the same
 // instance (placement's rules for a replacement); its current address.
 std::optional<BookieInfo> StillUsable(ClientCore& core, const BookieInfo& earlier) {
-  absl::StatusOr<metadata::VersionedValue> got = core.store->Get(core.keys.Bookie(earlier.bookie_id));
+  absl::StatusOr<metadata::VersionedValue> got =
+      core.store->Get(core.keys.Bookie(earlier.bookie_id));
   if (!got.ok()) return std::nullopt;
   meta::v1::BookieRegistration registration;
   if (!registration.ParseFromString(got->value) || registration.read_only() ||
