@@ -29,20 +29,22 @@ namespace ledgerkv::kv {
 
 const char kLedgerCliUsage[] =
     "  ledger --metadata URI [--cluster NAME] <list | show ID |\n"
-    "         read ID [--from N] [--to M | --follow] | recover ID | delete ID [--force] |\n"
+    "         read ID [--from N] [--to M | --follow] | recover ID [--force] |\n"
+    "         delete ID [--force] |\n"
     "         rereplicate (ID | --all) --bookie B>\n"
     "      operator commands on ledgers. list: every ledger with state, E/Qw/Qa and last\n"
     "      entry. show: its metadata. read: entries N..M (default 0..LAC) without\n"
     "      recovery; --follow: then every entry as it is confirmed, until the ledger is\n"
-    "      closed. recover: fence and close it (its writer, if alive, fails for good),\n"
-    "      print its last entry id. delete [--force]: remove its metadata (bookies\n"
-    "      reclaim the entries); refused for a ledger that is not CLOSED, that a log\n"
-    "      still names as a segment or that a snapshot manifest still lists, and for\n"
-    "      a log's or snapshot's ledger less than 5 minutes old (--force: delete\n"
-    "      anyway, losing what they hold). rereplicate: copy what bookie B holds of\n"
-    "      a CLOSED ledger (or of every CLOSED ledger naming B: --all) to another\n"
-    "      bookie and name that one instead (B lost for good, or being retired);\n"
-    "      exits 1 if any ledger still names B. URI: etcd://HOST:PORT or\n"
+    "      closed. recover [--force]: fence and close it (its writer, if alive,\n"
+    "      fails for good), print its last entry id; refused for a log's open\n"
+    "      segment (its range's owner writes there). delete [--force]: remove its\n"
+    "      metadata (bookies reclaim the entries); refused for a ledger that is not\n"
+    "      CLOSED, that a log still names as a segment or that a snapshot manifest\n"
+    "      still lists, and for a log's or snapshot's ledger less than 5 minutes old\n"
+    "      (--force: delete anyway, losing what they hold). rereplicate: copy what\n"
+    "      bookie B holds of a CLOSED ledger (or of every CLOSED ledger naming B:\n"
+    "      --all) to another bookie and name that one instead (B lost for good, or\n"
+    "      being retired); exits 1 if any ledger still names B. URI: etcd://HOST:PORT or\n"
     "      embedded:///DIR (an existing embedded store, not open in another process).\n";
 
 namespace {
@@ -201,6 +203,42 @@ int Read(ledger::LedgerClient* client, uint64_t id, int64_t from, int64_t to, Ou
     AppendEntries(*entries, o.out);
   }
   return 0;
+}
+
+// Whether ledger `id` may be recovered without deposing a live writer the
+// system relies on: an unclosed ledger that a log (not being deleted) names
+// as its segment is most likely its range owner's log being written, and
+// recovery fences that writer (the range stops and opens its log again).
+// FAILED_PRECONDITION naming the log; an unreadable log record is refused
+// too (try again, or --force). A CLOSED ledger, or one no log names, may be.
+absl::Status CheckNotALiveLogSegment(metadata::MetadataStore& store, const std::string& cluster,
+                                     ledger::LedgerClient* client, uint64_t id) {
+  ASSIGN_OR_RETURN(LedgerMetadata m, client->GetLedgerMetadata(id));
+  if (m.state() == meta::v1::CLOSED) return absl::OkStatus();
+  auto log = m.custom().find("log");
+  if (log == m.custom().end()) return absl::OkStatus();
+  const std::string force = "; --force recovers it anyway";
+  absl::StatusOr<wal::VersionedLog> record = wal::LoadLog(
+      store, metadata::Keys(cluster).Log(log->second), log->second, /*include_deleting=*/true);
+  if (absl::IsNotFound(record.status())) return absl::OkStatus();
+  if (!record.ok()) {
+    return absl::Status(record.status().code(),
+                        absl::StrCat("cannot check whether log ", log->second,
+                                     " is still written to ledger ", id, ": ",
+                                     record.status().message(), force));
+  }
+  if (record->metadata.deleting()) return absl::OkStatus();
+  for (const meta::v1::LogSegment& segment : record->metadata.segments()) {
+    if (segment.ledger_id() == id) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "ledger ", id, " is ", StateName(m.state()), " and log ", log->second,
+          " names it as its segment from seqno ", segment.first_seqno(),
+          ": its range's owner may be writing to it, and recovery would fence that writer "
+          "(the range stops and opens its log again)",
+          force));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Whether ledger `id` may be deleted without losing what someone still
@@ -432,7 +470,7 @@ int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
       follow = true;
       continue;
     }
-    if (verb == "delete" && a == "--force") {
+    if ((verb == "delete" || verb == "recover") && a == "--force") {
       force = true;
       continue;
     }
@@ -464,6 +502,12 @@ int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
     return follow ? Follow(client->get(), id, from, o, flush) : Read(client->get(), id, from, to, o);
   }
   if (verb == "recover") {
+    if (!force) {
+      if (absl::Status live = CheckNotALiveLogSegment(*store, cluster, client->get(), id);
+          !live.ok()) {
+        return o.Fail(live);
+      }
+    }
     auto reader = (*client)->OpenLedger(id, ledger::OpenMode::kRecover);
     if (!reader.ok()) return o.Fail(reader.status());
     const LedgerMetadata m = (*reader)->metadata();

@@ -144,7 +144,15 @@ TEST(LedgerCli, DeleteRefusesALedgerThatIsOpenOrNamedByALogOrASnapshot) {
   EXPECT_EQ(open.code, 1);
   EXPECT_THAT(open.err, HasSubstr("FAILED_PRECONDITION"));
   EXPECT_THAT(open.err, HasSubstr("is OPEN"));
+  // Nor is the log's open segment recovered (that would fence its live
+  // writer) without --force: the writer still appends.
+  Result recover = RunCli(*cluster, {"recover", segment});
+  EXPECT_EQ(recover.code, 1);
+  EXPECT_THAT(recover.err, HasSubstr("log cli-log names it as its segment"));
+  LKV_ASSERT_OK(writer->AppendAndWait("after a refused recover").status());
   LKV_ASSERT_OK(writer->Close());
+  // Closed, it recovers (nothing to do) without --force.
+  EXPECT_EQ(RunCli(*cluster, {"recover", segment}).code, 0);
   Result named = RunCli(*cluster, {"delete", segment});
   EXPECT_EQ(named.code, 1);
   EXPECT_THAT(named.err, HasSubstr("log cli-log still names ledger " + segment));
@@ -184,6 +192,23 @@ TEST(LedgerCli, DeleteRefusesALedgerThatIsOpenOrNamedByALogOrASnapshot) {
   EXPECT_EQ(RunCli(*cluster, {"show", segment}).code, 1);
   EXPECT_EQ(RunCli(*cluster, {"delete", snap_id, "--force"}).code, 0);
   EXPECT_EQ(RunCli(*cluster, {"delete", "1", "--follow"}).code, 2) << "a read flag on delete";
+}
+
+// `recover --force` recovers a log's open segment anyway: its writer is
+// fenced and fails for good.
+TEST(LedgerCli, RecoverForceFencesALogsLiveWriter) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, ledger::testing::TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  wal::LogOptions log;
+  log.client = client.get();
+  log.metadata = cluster->store();
+  LKV_ASSIGN_OR_FAIL(auto writer, wal::LogWriter::Open(log, "cli-log"));
+  LKV_ASSERT_OK(writer->AppendAndWait("record").status());
+  const std::string segment = absl::StrCat(writer->metadata().segments(0).ledger_id());
+  Result forced = RunCli(*cluster, {"recover", segment, "--force"});
+  EXPECT_EQ(forced.code, 0) << forced.err;
+  EXPECT_THAT(forced.out, HasSubstr("CLOSED last_entry_id 0"));
+  EXPECT_FALSE(writer->AppendAndWait("fenced").ok());
 }
 
 // `read --follow` is `tail -f` for a ledger: it prints what is confirmed,
