@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -124,6 +125,18 @@ TEST(LedgerCli, ListShowReadRecoverDeleteAgainstLiveBookies) {
   EXPECT_TRUE(absl::StartsWith(left[1], open_id + " ")) << after;
 }
 
+// Opens log "cli-log" on the cluster and appends one record: its segment's
+// ledger is OPEN, and the writer is live.
+absl::StatusOr<std::unique_ptr<wal::LogWriter>> OpenLogWithOneRecord(
+    ledger::testing::TestCluster& cluster, ledger::LedgerClient* client) {
+  wal::LogOptions log;
+  log.client = client;
+  log.metadata = cluster.store();
+  ASSIGN_OR_RETURN(std::unique_ptr<wal::LogWriter> writer, wal::LogWriter::Open(log, "cli-log"));
+  RETURN_IF_ERROR(writer->AppendAndWait("record").status());
+  return writer;
+}
+
 // `delete` refuses a ledger someone still relies on, and says who: an OPEN
 // one (a writer may be getting adds acknowledged that GC would reclaim), a
 // log's segment (the log would no longer open), a snapshot a manifest
@@ -134,11 +147,7 @@ TEST(LedgerCli, DeleteRefusesALedgerThatIsOpenOrNamedByALogOrASnapshot) {
 
   // A log's segment: its ledger is OPEN while the writer lives, and still
   // named by the log once the writer closed it.
-  wal::LogOptions log;
-  log.client = client.get();
-  log.metadata = cluster->store();
-  LKV_ASSIGN_OR_FAIL(auto writer, wal::LogWriter::Open(log, "cli-log"));
-  LKV_ASSERT_OK(writer->AppendAndWait("record").status());
+  LKV_ASSIGN_OR_FAIL(auto writer, OpenLogWithOneRecord(*cluster, client.get()));
   const std::string segment = absl::StrCat(writer->metadata().segments(0).ledger_id());
   Result open = RunCli(*cluster, {"delete", segment});
   EXPECT_EQ(open.code, 1);
@@ -199,11 +208,7 @@ TEST(LedgerCli, DeleteRefusesALedgerThatIsOpenOrNamedByALogOrASnapshot) {
 TEST(LedgerCli, RecoverForceFencesALogsLiveWriter) {
   LKV_ASSIGN_OR_FAIL(auto cluster, ledger::testing::TestCluster::Start({.bookies = 3}));
   LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
-  wal::LogOptions log;
-  log.client = client.get();
-  log.metadata = cluster->store();
-  LKV_ASSIGN_OR_FAIL(auto writer, wal::LogWriter::Open(log, "cli-log"));
-  LKV_ASSERT_OK(writer->AppendAndWait("record").status());
+  LKV_ASSIGN_OR_FAIL(auto writer, OpenLogWithOneRecord(*cluster, client.get()));
   const std::string segment = absl::StrCat(writer->metadata().segments(0).ledger_id());
   Result forced = RunCli(*cluster, {"recover", segment, "--force"});
   EXPECT_EQ(forced.code, 0) << forced.err;
