@@ -1,14 +1,14 @@
 // The `ledgerkv` binary: one executable, one subcommand per process role.
-//   ledgerkv bookie --data-dir DIR --listen HOST:PORT [--add-listen HOST:PORT|off]
-//       [--bookie-id ID] [--no-sync]
+//   ledgerkv bookie --data-dir DIR --listen HOST:PORT [--advertise HOST[:PORT]]
+//       [--add-listen HOST:PORT|off] [--bookie-id ID] [--no-sync]
 //                   [--metadata etcd://HOST:PORT[,HOST:PORT...] | embedded:///DIR] [--cluster NAME]
 //       [--disk-high-watermark PCT] [--disk-low-watermark PCT]
 //   ledgerkv standalone --data-dir DIR --listen HOST:PORT [--bookies N]
 //       [--snapshot-log-mb M] [--snapshot-interval-s S] [--no-sync]
 //       [--disk-high-watermark PCT] [--disk-low-watermark PCT]
-//   ledgerkv server --data-dir DIR --listen HOST:PORT --metadata etcd://HOST:PORT[,...]
-//       [--cluster NAME] [--server-id ID] [--lease-ttl-s S] [--ensemble E --write-quorum W
-//       --ack-quorum A] [--snapshot-log-mb M] [--snapshot-interval-s S]
+//   ledgerkv server --data-dir DIR --listen HOST:PORT [--advertise HOST[:PORT]]
+//       --metadata etcd://HOST:PORT[,...] [--cluster NAME] [--server-id ID] [--lease-ttl-s S]
+//       [--ensemble E --write-quorum W --ack-quorum A] [--snapshot-log-mb M] [--snapshot-interval-s S]
 //       [--orphan-sweep-period-s P] [--orphan-min-age-s A]
 //       (cluster mode, kv_server/cluster/cluster_server.h)
 //   ledgerkv ledger --metadata URI [--cluster NAME] list|show ID|read ID|recover ID|delete ID [--force]
@@ -55,8 +55,9 @@ constexpr int kExitUsage = 2;
 constexpr char kUsage[] =
     "usage: ledgerkv <command> [flags]\n"
     "commands:\n"
-    "  bookie --data-dir DIR --listen HOST:PORT [--add-listen HOST:PORT|off]\n"
-    "         [--bookie-id ID] [--no-sync] [--no-group-commit-wait | --group-commit-wait-max-us US]\n"
+    "  bookie --data-dir DIR --listen HOST:PORT [--advertise HOST[:PORT]]\n"
+    "         [--add-listen HOST:PORT|off] [--bookie-id ID] [--no-sync]\n"
+    "         [--no-group-commit-wait | --group-commit-wait-max-us US]\n"
     "         [--metadata etcd://HOST:PORT[,HOST:PORT...]] [--cluster NAME]\n"
     "         [--disk-high-watermark PCT] [--disk-low-watermark PCT]\n"
     "      run a bookie (ledger storage node). --no-sync skips fdatasync on adds:\n"
@@ -65,9 +66,12 @@ constexpr char kUsage[] =
     "      microseconds (default 1000, at most 100000), for the rest of its group\n"
     "      (docs/bookie-format.md); --no-group-commit-wait: it never waits.\n"
     "      with --metadata the bookie registers itself (ephemeral), checks its cookie\n"
-    "      and reclaims the space of deleted ledgers. --add-listen: the add port\n"
-    "      (plain TCP frames for Add, docs/add-transport.md; default: the --listen\n"
-    "      host, a free port; off: clients add over gRPC). With the data dir's file\n"
+    "      and reclaims the space of deleted ledgers. It publishes, and its id defaults\n"
+    "      to, the --advertise address (HOST with the bound port, or HOST:PORT), by\n"
+    "      default the --listen address, which then must not be 0.0.0.0 or [::]\n"
+    "      (docs/cluster.md). --add-listen: the add port (plain TCP frames for Add,\n"
+    "      docs/add-transport.md; default: the --listen host, a free port; off:\n"
+    "      clients add over gRPC). With the data dir's file\n"
     "      system PCT full (whole percent of df's Use%; default 95, 100: off) the\n"
     "      bookie refuses adds until it is below the low watermark (default 5\n"
     "      points less; it must be at least 1 and below the high one).\n"
@@ -81,13 +85,15 @@ constexpr char kUsage[] =
     "      bookie) writes fail UNAVAILABLE (retry-safe) and reads (gets, scans, Txns\n"
     "      that change nothing) are still answered; writes resume once it is below.\n"
     "      Prints \"ledgerkv standalone serving on <addr>\" when ready.\n"
-    "  server --data-dir DIR --listen HOST:PORT --metadata etcd://HOST:PORT[,HOST:PORT...]\n"
-    "         [--cluster NAME] [--server-id ID] [--lease-ttl-s S] [--ensemble E]\n"
-    "         [--write-quorum W] [--ack-quorum A] [--snapshot-log-mb M] [--snapshot-interval-s S]\n"
+    "  server --data-dir DIR --listen HOST:PORT [--advertise HOST[:PORT]]\n"
+    "         --metadata etcd://HOST:PORT[,HOST:PORT...] [--cluster NAME] [--server-id ID]\n"
+    "         [--lease-ttl-s S] [--ensemble E] [--write-quorum W] [--ack-quorum A]\n"
+    "         [--snapshot-log-mb M] [--snapshot-interval-s S]\n"
     "         [--orphan-sweep-period-s P] [--orphan-min-age-s A]\n"
-    "      run a range server of a cluster (docs/cluster.md): registers in etcd (id defaults\n"
-    "      to the listen address), serves the ranges the controller assigns it, redirects\n"
-    "      the others. Logs and snapshots on E bookies (default 3), W copies (3), A acks (2).\n"
+    "      run a range server of a cluster (docs/cluster.md): registers in etcd under\n"
+    "      its published address (--advertise, as for bookie; the id defaults to it),\n"
+    "      serves the ranges the controller assigns it, redirects the others.\n"
+    "      Logs and snapshots on E bookies (default 3), W copies (3), A acks (2).\n"
     "      Lease TTL S seconds (default 5): failover takes about that long. The controller\n"
     "      cleans range records no table references every P seconds (default 300) once\n"
     "      they are A seconds old (default 600).\n";
@@ -243,6 +249,7 @@ int RunBookie(const std::vector<std::string>& args) {
   std::optional<int> exit = ParseFlags(
       "bookie", args,
       Concat({StringFlag("--data-dir", &options.data_dir), StringFlag("--listen", &options.listen),
+              StringFlag("--advertise", &options.advertise),
               StringFlag("--add-listen", &options.add_listen),
               StringFlag("--bookie-id", &options.bookie_id),
               StringFlag("--metadata", &metadata_uri), StringFlag("--cluster", &options.cluster),
@@ -332,7 +339,8 @@ int RunServer(const std::vector<std::string>& args) {
   std::optional<int> exit = ParseFlags(
       "server", args,
       {StringFlag("--data-dir", &options.data_dir), StringFlag("--listen", &options.listen),
-       StringFlag("--metadata", &options.metadata), StringFlag("--cluster", &options.cluster),
+       StringFlag("--advertise", &options.advertise), StringFlag("--metadata", &options.metadata),
+       StringFlag("--cluster", &options.cluster),
        StringFlag("--server-id", &options.server_id),
        PositiveFlag("--lease-ttl-s", [&](int64_t n) { options.lease_ttl = absl::Seconds(n); }),
        PositiveFlag("--ensemble", [&](int64_t n) { options.ensemble_size = static_cast<int>(n); }),

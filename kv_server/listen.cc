@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/net_address.h"
 #include "grpc/grpc.h"
 #include "grpcpp/grpcpp.h"
 
@@ -63,9 +64,8 @@ absl::StatusOr<Listening> ListenAndServe(const std::string& listen,
   if (out.server == nullptr || port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
   }
-  const size_t colon = listen.rfind(':');
-  out.address =
-      absl::StrCat(colon == std::string::npos ? listen : listen.substr(0, colon), ":", port);
+  out.address = absl::StrCat(HostOf(listen), ":", port);
+  out.port = port;
   return out;
 }
 

@@ -47,6 +47,7 @@ struct Listening {
   std::unique_ptr<grpc::Server> server;
   // host:port with the bound port (when `listen` asked for port 0).
   std::string address;
+  int port = 0;  // the bound port
 };
 
 // Builds and starts a gRPC server on `listen` (host:port; port 0 picks a

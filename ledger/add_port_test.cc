@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "base/add_protocol.h"
 #include "base/entry_checksum.h"
@@ -28,6 +29,7 @@
 #include "gtest/gtest.h"
 #include "ledger/add_channel.h"
 #include "ledger/ledger_test_util.h"
+#include "metadata/embedded_store.h"
 #include "proto/bookie.pb.h"
 
 namespace ledgerkv::ledger {
@@ -88,6 +90,29 @@ TEST(AddPortTest, WritersAddThroughTheAddPortAndEveryEntryReadsBack) {
   LKV_ASSIGN_OR_FAIL(auto rpc_client, cluster->NewClient(std::move(options)));
   WriteAndReadBack(*rpc_client, Quorums(3, 2, 2), 99);
   EXPECT_EQ(AddPortRequests(*cluster), after_first);
+}
+
+// docs/cluster.md, "Addresses: listen and advertise": a bookie that binds
+// every interface publishes the address it was told, and a writer reaches
+// both its gRPC port and its add port at that host.
+TEST(AddPortTest, ABookieListeningOnEveryInterfaceIsReachedAtItsAdvertisedAddress) {
+  TempDir dir;
+  LKV_ASSIGN_OR_FAIL(auto store, metadata::EmbeddedStore::Open(dir.path() + "/metadata"));
+  bookie::BookieOptions bo;
+  bo.data_dir = dir.path() + "/bookie";
+  bo.listen = "0.0.0.0:0";
+  bo.advertise = "127.0.0.1";
+  bo.metadata = store.get();
+  LKV_ASSIGN_OR_FAIL(auto bookie, bookie::BookieServer::Start(bo));
+  EXPECT_TRUE(absl::StartsWith(bookie->address(), "127.0.0.1:")) << bookie->address();
+  EXPECT_NE(bookie->add_port(), 0);
+  ClientOptions options;
+  options.metadata = store.get();
+  options.rpc_timeout = absl::Seconds(2);
+  LKV_ASSIGN_OR_FAIL(auto client, LedgerClient::Create(options));
+  WriteAndReadBack(*client, Quorums(1, 1, 1), 99);
+  EXPECT_GT(BookieInfo(bookie->address()).add_port_requests(), 0u)
+      << "the writer did not reach the add port at the advertised host";
 }
 
 TEST(AddPortTest, ABookieWithoutAnAddPortGetsItsAddsOverTheRpc) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "base/fault_point.h"
+#include "base/net_address.h"
 #include "base/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "kv_server/admin_service.h"
@@ -67,6 +68,9 @@ absl::StatusOr<std::unique_ptr<ClusterServer>> ClusterServer::Start(ClusterServe
   if (options.data_dir.empty()) return absl::InvalidArgumentError("server: no data dir");
   if (options.listen.empty()) return absl::InvalidArgumentError("server: no listen address");
   if (options.metadata.empty()) return absl::InvalidArgumentError("server: no --metadata URI");
+  if (absl::Status s = CheckAdvertisable(options.listen, options.advertise); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("server: ", s.message()));
+  }
   if (options.ack_quorum < 1 || options.ack_quorum > options.write_quorum ||
       options.write_quorum > options.ensemble_size) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -125,7 +129,7 @@ absl::Status ClusterServer::Init() {
                                   static_cast<int>(o.limits.max_request_bytes +
                                                    kRequestSlackBytes)));
   server_ = std::move(listening.server);
-  address_ = std::move(listening.address);
+  address_ = AdvertisedAddress(o.listen, listening.port, o.advertise);
   host_->set_owner(address_);
   server_id_ = o.server_id.empty() ? address_ : o.server_id;
 

@@ -56,10 +56,15 @@ struct ClusterServerOptions {
   std::string data_dir;
   // host:port; port 0 picks a free one (see address()).
   std::string listen;
+  // The address to publish (registration, redirects, server id): "HOST"
+  // (with the bound port) or "HOST:PORT". Empty: `listen` with the bound
+  // port; a wildcard `listen` host (0.0.0.0, [::]) then refuses to start
+  // (docs/cluster.md, "Addresses: listen and advertise").
+  std::string advertise;
   // etcd://host:port[,host:port...] (embedded:// only for one-process tests).
   std::string metadata;
   std::string cluster = "default";
-  // Defaults to the bound address.
+  // Defaults to the published address (address()).
   std::string server_id;
   // TTL of the server's session (etcd lease). Failover takes about this
   // long after a server dies.
@@ -98,6 +103,8 @@ class ClusterServer {
   ClusterServer(const ClusterServer&) = delete;
   ClusterServer& operator=(const ClusterServer&) = delete;
 
+  // The published address (`advertise`, or the listen host with the bound
+  // port): where clients and redirects reach this server.
   const std::string& address() const { return address_; }
   const std::string& server_id() const { return server_id_; }
   const std::string& instance_id() const { return instance_id_; }

@@ -9,10 +9,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/entry_checksum.h"
@@ -254,6 +258,54 @@ TEST(BookieBinaryTest, FullDiskIsReadOnlyVisiblyAndStopsCleanly) {
   auto stub = StubFor(words[4]);
   read_all(*stub, instance, acked);
   EXPECT_EQ(add(*stub, instance, acked), v1::OK);
+}
+
+// docs/cluster.md, "Addresses: listen and advertise", through the flags:
+// a bookie with --metadata and a server on 0.0.0.0 refuse to start without
+// --advertise, saying so, before they touch their data dir or etcd; a
+// bookie with --advertise registers and serves at the published address.
+TEST(BookieBinaryTest, AWildcardListenNeedsAnAdvertisedAddressForBookiesAndServers) {
+  if (BinaryPath().empty() || access(BinaryPath().c_str(), X_OK) != 0) {
+    GTEST_SKIP() << "ledgerkv binary not built (LEDGERKV_BIN_DIR unset)";
+  }
+  const std::string dir = testing::NewTempDir("binary_advertise");
+  const std::string meta = testing::NewTempDir("binary_advertise_meta");
+  const std::string err = dir + ".stderr";
+  // Bounded: a process that wrongly starts serves until killed (exit 124).
+  auto run = [&](const std::string& args) {
+    const int status =
+        std::system(("timeout 20 " + BinaryPath() + " " + args + " >/dev/null 2>" + err).c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  auto stderr_text = [&] {
+    std::ifstream in(err);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  EXPECT_EQ(run(absl::StrCat("bookie --data-dir ", dir, " --listen 0.0.0.0:0 --metadata embedded://",
+                             meta)),
+            1);
+  EXPECT_NE(stderr_text().find("--advertise"), std::string::npos) << stderr_text();
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << "the refused bookie wrote to its data dir";
+  // Nothing listens on port 1: the server is refused before it dials etcd.
+  EXPECT_EQ(run(absl::StrCat("server --data-dir ", dir,
+                             "/server --listen 0.0.0.0:0 --metadata etcd://127.0.0.1:1")),
+            1);
+  EXPECT_NE(stderr_text().find("--advertise"), std::string::npos) << stderr_text();
+  EXPECT_FALSE(std::filesystem::exists(dir + "/server"));
+
+  BookieProcess p(dir, "0.0.0.0:0",
+                  {"--advertise", "127.0.0.1", "--metadata", "embedded://" + meta});
+  const std::vector<std::string> words = p.words();
+  ASSERT_EQ(words.size(), 7u) << p.line();
+  const std::string address = words[4];
+  EXPECT_TRUE(absl::StartsWith(address, "127.0.0.1:")) << p.line();
+  EXPECT_EQ(words[1], address);  // the id defaults to the published address
+  auto stub = StubFor(address);
+  v1::GetInfoResponse info;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ASSERT_TRUE(stub->GetInfo(&ctx, v1::GetInfoRequest(), &info).ok());
+  EXPECT_EQ(info.bookie_id(), address);
 }
 
 TEST(BookieBinaryTest, UsageErrorsExitWithTwo) {

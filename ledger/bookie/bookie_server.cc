@@ -12,6 +12,7 @@
 #include "absl/strings/str_replace.h"
 #include "base/add_protocol.h"
 #include "base/file.h"
+#include "base/net_address.h"
 #include "base/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "ledger/bookie/add_server.h"
@@ -88,6 +89,11 @@ absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions 
         "BookieOptions: add_port_max_connections, add_port_hello_timeout and "
         "add_port_max_in_flight_bytes must be positive");
   }
+  // Before the data dir is opened: a bookie registered under a wildcard
+  // address would be dialled by every client at its own host.
+  if (options.metadata != nullptr || !options.advertise.empty()) {
+    RETURN_IF_ERROR(CheckAdvertisable(options.listen, options.advertise));
+  }
   std::unique_ptr<BookieServer> s(new BookieServer(std::move(options)));
   StorageOptions so;
   so.dir = s->options_.data_dir;
@@ -113,9 +119,8 @@ absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions 
     return absl::UnavailableError(absl::StrCat("bookie: cannot listen on ", s->options_.listen));
   }
   const std::string& listen = s->options_.listen;
-  const size_t colon = listen.rfind(':');
-  const std::string host = colon == std::string::npos ? listen : listen.substr(0, colon);
-  s->address_ = absl::StrCat(host, ":", port);
+  const std::string host(HostOf(listen));
+  s->address_ = AdvertisedAddress(listen, port, s->options_.advertise);
   s->bookie_id_ = s->options_.bookie_id.empty() ? s->address_ : s->options_.bookie_id;
   s->service_->set_bookie_id(s->bookie_id_);
   if (s->options_.add_listen != "off") {
@@ -187,9 +192,10 @@ absl::Status BookieServer::CheckCookie() {
           "bookie data dir ", options_.data_dir, " was registered as \"",
           absl::StrReplaceAll(recorded, {{"\n", "; "}}), "\" but this bookie starts as \"",
           absl::StrReplaceAll(registration, {{"\n", "; "}}),
-          "\". Start it with the cluster name and bookie id (--cluster, --bookie-id or "
-          "--listen address) it was registered with; under another name it would find none of "
-          "its ledgers in the metadata and garbage-collect them"));
+          "\". Start it with the cluster name and bookie id (--cluster, and --bookie-id or "
+          "the published address, --advertise or --listen) it was registered with; under "
+          "another name it would find none of its ledgers in the metadata and "
+          "garbage-collect them"));
     }
   }
   auto remember = [&]() -> absl::Status {

@@ -55,6 +55,11 @@ struct BookieOptions {
   std::string data_dir;
   // host:port to listen on; port 0 picks a free one (see address()).
   std::string listen = "127.0.0.1:0";
+  // The address to publish (registration, bookie id): "HOST" (with the
+  // bound port) or "HOST:PORT". Empty: `listen` with the bound port. With a
+  // metadata store, a wildcard `listen` host (0.0.0.0, [::]) needs it
+  // (docs/cluster.md, "Addresses: listen and advertise").
+  std::string advertise;
   // The add port (docs/add-transport.md): host:port for Add requests over
   // plain TCP frames, which clients prefer to the Add RPC. Empty: the host
   // of `listen`, a free port. "off": none (clients use the Add RPC).
@@ -66,7 +71,7 @@ struct BookieOptions {
   size_t add_port_max_connections = 1024;
   absl::Duration add_port_hello_timeout = absl::Seconds(10);
   int64_t add_port_max_in_flight_bytes = int64_t{256} << 20;
-  // Default: the bound address.
+  // Default: the published address (address()).
   std::string bookie_id;
   // false: relaxed mode without fdatasync on adds (see docs/bookie-format.md).
   bool sync = true;
@@ -106,7 +111,8 @@ class BookieServer {
   BookieServer(const BookieServer&) = delete;
   BookieServer& operator=(const BookieServer&) = delete;
 
-  // host:port where the service listens (the bound port).
+  // The published address: where others dial the service (`advertise`, or
+  // the listen host with the bound port).
   const std::string& address() const { return address_; }
   const std::string& bookie_id() const { return bookie_id_; }
   const std::string& instance_id() const { return instance_id_; }

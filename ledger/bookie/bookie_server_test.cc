@@ -2,10 +2,12 @@
 // registration, garbage collection.
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "base/entry_checksum.h"
 #include "base/fault_env.h"
 #include "base/small_tmpfs.h"
@@ -169,6 +171,42 @@ TEST_F(BookieServerTest, RegistersCookieAndEphemeralKey) {
   // Restarting on the same data dir matches the cookie.
   server = Start(Options());
   EXPECT_EQ(server->instance_id(), cookie->instance_id());
+}
+
+// docs/cluster.md, "Addresses: listen and advertise": a registering bookie
+// that binds every interface must be told the address others dial. Without
+// it, it refuses to start before it touches its data directory or the
+// metadata; with it, it registers (and is named) there.
+TEST_F(BookieServerTest, AWildcardListenNeedsAnAdvertisedAddress) {
+  BookieOptions o = Options();
+  o.bookie_id.clear();
+  o.listen = "0.0.0.0:0";
+  auto refused = BookieServer::Start(o);
+  ASSERT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("--advertise"), absl::string_view::npos)
+      << refused.status();
+  o.advertise = "0.0.0.0";
+  refused = BookieServer::Start(o);
+  ASSERT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_TRUE(std::filesystem::is_empty(data_dir_)) << "the refused bookie wrote to its data dir";
+  auto listed = store_->List(keys_.BookiesPrefix());
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_TRUE(listed->empty()) << "the refused bookie registered";
+  auto cookies = store_->List(metadata::Keys("test").Cookie(""));
+  ASSERT_TRUE(cookies.ok()) << cookies.status();
+  EXPECT_TRUE(cookies->empty()) << "the refused bookie wrote a cookie";
+
+  o.advertise = "127.0.0.1";
+  auto server = Start(o);
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(absl::StartsWith(server->address(), "127.0.0.1:")) << server->address();
+  EXPECT_EQ(server->bookie_id(), server->address());
+  auto reg = Registration(keys_.Bookie(server->bookie_id()));
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  EXPECT_EQ(reg->address(), server->address());
+  // Dialled at the published address, it answers.
+  AddEntry(*server, 7, 0);
+  EXPECT_EQ(ReadCode(*server, 7), v1::OK);
 }
 
 // A wiped data directory gets a new instance id; the cookie still names the
