@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "base/fault_point.h"
 #include "base/status_macros.h"
 #include "ledger/client_core.h"
 #include "ledger/entry_format.h"
@@ -204,8 +206,13 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64
       return absl::NotFoundError(
           absl::StrCat(Describe(md), " does not name bookie ", bookie_id));
     }
-    // Named only now that every copy is stored.
+    // Named only now that every copy is stored. Tests change the metadata
+    // here (the CAS then loses), or lose the reply of a CAS that landed.
+    static_cast<void>(LEDGERKV_FAULT("ledger.rereplicate.before_cas", std::to_string(id)));
     absl::StatusOr<metadata::Version> stored = StoreLedger(core, next, loaded.version);
+    if (stored.ok() && LEDGERKV_FAULT("ledger.rereplicate.reply_lost")) {
+      stored = absl::UnavailableError("fault point ledger.rereplicate.reply_lost");
+    }
     if (stored.ok()) return result;
     // ABORTED: the metadata moved, ours (a reply lost) or another change.
     // UNAVAILABLE: the outcome is unknown. Either way, look.

@@ -1,11 +1,13 @@
 // Re-replication (rereplicate.h) against real bookies: a closed ledger's
 // copies move off a bookie that is gone, every entry is readable again with
 // Qw copies on named bookies, and refusals change nothing.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "base/fault_point.h"
 #include "gtest/gtest.h"
 #include "ledger/entry_format.h"
 #include "ledger/ledger_test_util.h"
@@ -83,6 +85,101 @@ TEST(LedgerRereplicationTest, L2_ACopyMovedOffALostBookieIsReadableWithoutIt) {
 
   // Done once: the bookie is no longer named.
   EXPECT_TRUE(absl::IsNotFound(client->ReplaceBookie(id, lost).status()));
+}
+
+// The final CAS, when its reply is lost (it landed, the client hears
+// UNAVAILABLE): reading the metadata back finds the replacement named, and
+// the call succeeds instead of failing or starting over (which would find
+// the bookie no longer named: NOT_FOUND).
+TEST(LedgerRereplicationTest, ACasWhoseReplyWasLostIsFoundByReadingBack) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  const uint64_t id = WriteClosedLedger(*client, Quorums(3, 2, 2), 59);
+  ASSERT_NE(id, 0u);
+  LKV_ASSIGN_OR_FAIL(const auto before, client->GetLedgerMetadata(id));
+  const std::string lost = before.segments(0).bookies(0);
+  cluster->StopBookie(cluster->IndexOf(lost));
+
+  std::atomic<int> lost_replies{0};
+  FaultPoints::Get().Arm("ledger.rereplicate.reply_lost", [&](std::string_view) {
+    return lost_replies.fetch_add(1) == 0;
+  });
+  LKV_ASSIGN_OR_FAIL(auto result, client->ReplaceBookie(id, lost));
+  EXPECT_EQ(lost_replies.load(), 1);
+  ASSERT_EQ(result.replacements.size(), 1u);
+  LKV_ASSIGN_OR_FAIL(const auto after, client->GetLedgerMetadata(id));
+  EXPECT_EQ(after.segments(0).bookies(0), result.replacements[0]);
+  cluster->StopBookie(cluster->IndexOf(before.segments(0).bookies(1)));
+  LKV_ASSIGN_OR_FAIL(auto fresh, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, fresh->OpenLedger(id, OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, 59);
+}
+
+// The final CAS losing a race (the ledger's metadata changed after it was
+// read): the next attempt copies to the same replacement again, so no
+// unnamed copies are left on a second spare, and names it. Placement picks
+// at random among the spares, so two rounds with four or five spares each
+// leave a retry that forgot its replacement ~5% chance to pass.
+TEST(LedgerRereplicationTest, ACasThatLostARaceIsRetriedOnTheSameReplacement) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 8}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  constexpr int64_t kLast = 59;
+  int64_t expected = 0;
+  for (int64_t e = 0; e <= kLast; ++e) expected += InWriteSet(e, 0, 3, 2) ? 1 : 0;
+  std::vector<uint64_t> added_before(cluster->size());
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    const uint64_t id = WriteClosedLedger(*client, Quorums(3, 2, 2), kLast);
+    ASSERT_NE(id, 0u);
+    LKV_ASSIGN_OR_FAIL(const auto before, client->GetLedgerMetadata(id));
+    const std::string lost = before.segments(0).bookies(0);
+    cluster->StopBookie(cluster->IndexOf(lost));
+    for (int i = 0; i < cluster->size(); ++i) {
+      if (cluster->bookie(i) != nullptr) {
+        added_before[i] = BookieInfo(cluster->address(i)).entries_added();
+      }
+    }
+
+    // Before the first CAS, another change moves the record's version (the
+    // same value stored again); the CAS then fails ABORTED.
+    const std::string key = metadata::Keys("default").Ledger(id);
+    std::atomic<int> before_cas{0};
+    FaultPoints::Get().Arm("ledger.rereplicate.before_cas", [&](std::string_view) {
+      if (before_cas.fetch_add(1) > 0) return false;
+      auto got = cluster->store()->Get(key);
+      EXPECT_TRUE(got.ok()) << got.status();
+      if (got.ok()) {
+        EXPECT_TRUE(cluster->store()->Put(key, got->value, got->version).ok());
+      }
+      return false;
+    });
+    LKV_ASSIGN_OR_FAIL(auto result, client->ReplaceBookie(id, lost));
+    FaultPoints::Get().Disarm("ledger.rereplicate.before_cas");
+    EXPECT_EQ(before_cas.load(), 2) << "the first CAS did not lose";
+    ASSERT_EQ(result.replacements.size(), 1u);
+    const std::string spare = result.replacements[0];
+    LKV_ASSIGN_OR_FAIL(const auto after, client->GetLedgerMetadata(id));
+    EXPECT_EQ(after.segments(0).bookies(0), spare);
+
+    // Both attempts wrote to the named spare (the same bytes twice); no
+    // other spare got anything.
+    for (int i = 0; i < cluster->size(); ++i) {
+      const std::string& b = cluster->bookie_id(i);
+      if (cluster->bookie(i) == nullptr || Names(before.segments(0), b)) continue;
+      EXPECT_EQ(BookieInfo(cluster->address(i)).entries_added() - added_before[i],
+                static_cast<uint64_t>(b == spare ? 2 * expected : 0))
+          << b;
+    }
+    // Entries of write set {0, 1} are on the spare alone now.
+    const std::string second = before.segments(0).bookies(1);
+    cluster->StopBookie(cluster->IndexOf(second));
+    LKV_ASSIGN_OR_FAIL(auto fresh, cluster->NewClient());
+    LKV_ASSIGN_OR_FAIL(auto reader, fresh->OpenLedger(id, OpenMode::kNoRecovery));
+    ExpectReadable(*reader, 0, kLast);
+    LKV_ASSERT_OK(cluster->RestartBookie(cluster->IndexOf(second)));
+  }
 }
 
 // A bookie named in two segments (the writer replaced another one midway)
