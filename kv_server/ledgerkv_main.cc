@@ -10,6 +10,7 @@
 //       --metadata etcd://HOST:PORT[,...] [--cluster NAME] [--server-id ID] [--lease-ttl-s S]
 //       [--ensemble E --write-quorum W --ack-quorum A] [--snapshot-log-mb M] [--snapshot-interval-s S]
 //       [--orphan-sweep-period-s P] [--orphan-min-age-s A]
+//       [--rereplicate-after-s R | --no-rereplicate]
 //       (cluster mode, kv_server/cluster/cluster_server.h)
 //   ledgerkv ledger --metadata URI [--cluster NAME] list|show ID|read ID|recover ID|delete ID [--force]
 //       (operator commands, kv_server/ledger_cli.h)
@@ -90,13 +91,16 @@ constexpr char kUsage[] =
     "         [--lease-ttl-s S] [--ensemble E] [--write-quorum W] [--ack-quorum A]\n"
     "         [--snapshot-log-mb M] [--snapshot-interval-s S]\n"
     "         [--orphan-sweep-period-s P] [--orphan-min-age-s A]\n"
+    "         [--rereplicate-after-s R | --no-rereplicate]\n"
     "      run a range server of a cluster (docs/cluster.md): registers in etcd under\n"
     "      its published address (--advertise, as for bookie; the id defaults to it),\n"
     "      serves the ranges the controller assigns it, redirects the others.\n"
     "      Logs and snapshots on E bookies (default 3), W copies (3), A acks (2).\n"
     "      Lease TTL S seconds (default 5): failover takes about that long. The controller\n"
     "      cleans range records no table references every P seconds (default 300) once\n"
-    "      they are A seconds old (default 600).\n";
+    "      they are A seconds old (default 600). It also moves the copies of closed\n"
+    "      ledgers off a bookie unregistered for R seconds (default 300;\n"
+    "      docs/ledger-protocol.md, \"Re-replication\").\n";
 
 int Usage(const std::string& error) {
   if (!error.empty()) absl::FPrintF(stderr, "ledgerkv: %s\n", error);
@@ -336,6 +340,8 @@ int RunStandalone(const std::vector<std::string>& args) {
 
 int RunServer(const std::vector<std::string>& args) {
   ledgerkv::kv::ClusterServerOptions options;
+  bool rereplicate_after_set = false;
+  bool no_rereplicate = false;
   std::optional<int> exit = ParseFlags(
       "server", args,
       {StringFlag("--data-dir", &options.data_dir), StringFlag("--listen", &options.listen),
@@ -353,11 +359,21 @@ int RunServer(const std::vector<std::string>& args) {
        PositiveFlag("--orphan-sweep-period-s",
                     [&](int64_t n) { options.orphan_sweep_period = absl::Seconds(n); }),
        PositiveFlag("--orphan-min-age-s",
-                    [&](int64_t n) { options.orphan_min_age = absl::Seconds(n); })});
+                    [&](int64_t n) { options.orphan_min_age = absl::Seconds(n); }),
+       PositiveFlag("--rereplicate-after-s",
+                    [&](int64_t n) {
+                      options.rereplicate_after = absl::Seconds(n);
+                      rereplicate_after_set = true;
+                    }),
+       SwitchFlag("--no-rereplicate", [&] { no_rereplicate = true; })});
   if (exit.has_value()) return *exit;
   if (options.data_dir.empty()) return Usage("server: --data-dir is required");
   if (options.listen.empty()) return Usage("server: --listen is required");
   if (options.metadata.empty()) return Usage("server: --metadata is required");
+  if (no_rereplicate && rereplicate_after_set) {
+    return Usage("server: --no-rereplicate and --rereplicate-after-s exclude each other");
+  }
+  if (no_rereplicate) options.rereplicate_after = absl::ZeroDuration();
   using ledgerkv::kv::ClusterServer;
   return ServeUntilSignalled<ClusterServer>(
       "server", [&] { return ClusterServer::Start(options); },

@@ -89,6 +89,67 @@ TEST_F(ClusterFaultProcessTest, BookieKill9UnderLoad_E3Qw3Qa2_WritesContinueNoth
   EXPECT_EQ(std::count(now->begin(), now->end(), victim), 0);
 }
 
+// Automatic re-replication (docs/ledger-protocol.md, "Re-replication"): a
+// bookie killed for good is replaced in the log's closed ledger by the
+// controller's auditor, with no operator, once it has been unregistered
+// for --rereplicate-after-s.
+TEST_F(ClusterFaultProcessTest, ALostBookieIsReplacedInClosedLedgersWithoutAnOperator) {
+  ClusterFlags flags;
+  flags.bookies = 4;
+  flags.servers = 1;
+  flags.rereplicate_after_s = 2;
+  StartCluster(flags);
+  if (cluster_ == nullptr) return;
+
+  AckedWriter writer(cluster_->Endpoints());
+  ASSERT_TRUE(writer.WaitForMore(50, absl::Seconds(30))) << "writes do not go through";
+  auto ensemble = cluster_->CurrentLogEnsemble(range_);
+  ASSERT_TRUE(ensemble.ok()) << ensemble.status();
+  auto ledger = cluster_->CurrentLogLedger(range_);
+  ASSERT_TRUE(ledger.ok()) << ledger.status();
+  const std::string victim = (*ensemble)[0];
+  for (int i = 0; i < flags.bookies; ++i) {
+    if (cluster_->bookie_id(i) == victim) cluster_->KillBookie(i);
+  }
+  ASSERT_TRUE(writer.WaitForMore(100, absl::Seconds(30)))
+      << "writes stopped after one bookie of the ensemble died";
+  writer.Stop();
+  // A clean stop closes the log's ledger; the restarted server leads.
+  EXPECT_EQ(cluster_->TerminateServer(0), 0);
+  ASSERT_TRUE(cluster_->StartServer(0).ok());
+
+  auto load = [&]() -> absl::StatusOr<meta::v1::LedgerMetadata> {
+    auto got = cluster_->store().Get(cluster_->keys().Ledger(*ledger));
+    if (!got.ok()) return got.status();
+    meta::v1::LedgerMetadata md;
+    if (!md.ParseFromString(got->value)) return absl::DataLossError("unparsable");
+    return md;
+  };
+  auto names_victim = [&](const meta::v1::LedgerMetadata& md) {
+    for (const auto& segment : md.segments()) {
+      if (std::count(segment.bookies().begin(), segment.bookies().end(), victim) > 0) {
+        return true;
+      }
+    }
+    return false;
+  };
+  auto md = load();
+  ASSERT_TRUE(md.ok()) << md.status();
+  ASSERT_EQ(md->state(), meta::v1::CLOSED) << md->ShortDebugString();
+  ASSERT_TRUE(names_victim(*md)) << "nothing to re-replicate: " << md->ShortDebugString();
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < deadline && md.ok() && names_victim(*md)) {
+    absl::SleepFor(absl::Milliseconds(250));
+    md = load();
+  }
+  ASSERT_TRUE(md.ok()) << md.status();
+  EXPECT_FALSE(names_victim(*md)) << "still names the lost bookie " << victim << ": "
+                                  << md->ShortDebugString();
+  EXPECT_EQ(md->state(), meta::v1::CLOSED);
+  EXPECT_EQ(testing::CountUnreadable(cluster_->Endpoints(), writer.Acked()), 0)
+      << "of " << writer.acked();
+}
+
 TEST_F(ClusterFaultProcessTest, EtcdRestartUnderLoad_StallsThenRecoversNothingLost) {
   StartCluster(ClusterFlags{});
   if (cluster_ == nullptr) return;

@@ -83,6 +83,11 @@ absl::Status TestCluster::StartServer(int i) {
   if (flags_.orphan_min_age_s > 0) {
     args.insert(args.end(), {"--orphan-min-age-s", absl::StrCat(flags_.orphan_min_age_s)});
   }
+  if (flags_.rereplicate_after_s > 0) {
+    args.insert(args.end(), {"--rereplicate-after-s", absl::StrCat(flags_.rereplicate_after_s)});
+  } else if (flags_.rereplicate_after_s < 0) {
+    args.push_back("--no-rereplicate");
+  }
   std::vector<std::string> env;
   if (!flags_.server_faults.empty()) env.push_back("LEDGERKV_FAULTS=" + flags_.server_faults);
   auto p = Process::Start(args, "serving on", absl::Seconds(60), std::move(env));

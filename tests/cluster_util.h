@@ -36,6 +36,8 @@ struct ClusterFlags {
   // 0: the server's defaults (5 and 10 minutes).
   int orphan_sweep_period_s = 0;
   int orphan_min_age_s = 0;
+  // 0: the server's default (5 minutes); -1: --no-rereplicate.
+  int rereplicate_after_s = 0;
   // LEDGERKV_FAULTS of every server process (base/fault_point.h,
   // FaultPoints::ArmFromSpec); empty: none.
   std::string server_faults;

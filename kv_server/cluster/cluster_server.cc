@@ -11,6 +11,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "base/fault_point.h"
@@ -23,6 +24,7 @@
 #include "kv_server/listen.h"
 #include "kv_server/range_host.h"
 #include "kv_server/retry.h"
+#include "ledger/auditor.h"
 #include "ledger/ledger_client.h"
 #include "metadata/open_store.h"
 #include "wal/orphan_ledgers.h"
@@ -140,6 +142,9 @@ absl::Status ClusterServer::Init() {
   lease_thread_ = std::thread([this] { LeaseLoop(); });
   control_thread_ = std::thread([this] { ControlLoop(); });
   sweep_thread_ = std::thread([this] { SweepLoop(); });
+  if (o.rereplicate_after > absl::ZeroDuration()) {
+    audit_thread_ = std::thread([this] { AuditLoop(); });
+  }
   return absl::OkStatus();
 }
 
@@ -757,6 +762,65 @@ void ClusterServer::SweepLoop() {
   }
 }
 
+void ClusterServer::AuditLoop() {
+  // The clocks of missing bookies live in this auditor: a new controller
+  // starts them afresh (later, never earlier, re-replication).
+  auto fresh_auditor = [this] {
+    return ledger::Auditor({.client = client_.get(),
+                            .store = store_.get(),
+                            .cluster = options_.cluster,
+                            .grace = options_.rereplicate_after});
+  };
+  ledger::Auditor auditor = fresh_auditor();
+  const absl::Duration period =
+      std::clamp(options_.rereplicate_after / 4, absl::Seconds(1), absl::Minutes(1));
+  auto keep_going = [this] {
+    {
+      absl::MutexLock l(&mu_);
+      if (stop_) return false;
+    }
+    return IsController() && LeaseValid();
+  };
+  bool was_controller = false;
+  std::string last_missing;
+  while (true) {
+    {
+      absl::MutexLock l(&mu_);
+      const absl::Time next = absl::Now() + period;
+      while (!stop_ && absl::Now() < next) cv_.WaitWithDeadline(&mu_, next);
+      if (stop_) return;
+    }
+    if (!keep_going()) {
+      if (was_controller) auditor = fresh_auditor();
+      was_controller = false;
+      continue;
+    }
+    was_controller = true;
+    absl::StatusOr<ledger::AuditResult> pass = auditor.Pass(absl::Now(), keep_going);
+    if (!pass.ok()) {
+      Log(absl::StrCat("ledger audit failed (retried in ", absl::FormatDuration(period),
+                       "): ", pass.status().ToString()));
+      continue;
+    }
+    // Logged when the set changes, not at every pass.
+    const std::string missing = absl::StrJoin(pass->missing, ", ");
+    if (missing != last_missing && !missing.empty()) {
+      Log(absl::StrCat("ledger audit: bookie(s) named by ledgers and not registered: ", missing,
+                       "; their closed ledgers are re-replicated once unregistered for ",
+                       absl::FormatDuration(options_.rereplicate_after)));
+    }
+    last_missing = missing;
+    for (const std::string& line : pass->lines) Log(absl::StrCat("ledger audit: ", line));
+    if (pass->ledgers_replaced > 0) {
+      Log(absl::StrCat("ledger audit: ", pass->ledgers_replaced,
+                       " closed ledger(s) moved off lost bookie(s) ",
+                       absl::StrJoin(pass->lost, ", "), " (", pass->entries_copied,
+                       " entries copied); ", pass->ledgers_not_closed,
+                       " open ledger(s) still name them"));
+    }
+  }
+}
+
 bool ClusterServer::IsController() const {
   absl::MutexLock l(&mu_);
   return controller_version_ != 0;
@@ -773,6 +837,7 @@ void ClusterServer::Shutdown() {
   if (control_thread_.joinable()) control_thread_.join();
   if (lease_thread_.joinable()) lease_thread_.join();
   if (sweep_thread_.joinable()) sweep_thread_.join();
+  if (audit_thread_.joinable()) audit_thread_.join();
   for (auto& w : watches_) {
     if (w != nullptr) w->Cancel();
     w.reset();

@@ -85,6 +85,10 @@ struct ClusterServerOptions {
   // from being failed needlessly (docs/cluster.md, "Leftovers").
   absl::Duration orphan_sweep_period = absl::Minutes(5);
   absl::Duration orphan_min_age = absl::Minutes(10);
+  // Automatic re-replication (ledger/auditor.h): the controller moves the
+  // copies of every closed ledger off a bookie that has been unregistered
+  // this long. Zero: never (operators run `ledgerkv ledger rereplicate`).
+  absl::Duration rereplicate_after = absl::Minutes(5);
 };
 
 class ClusterServer {
@@ -171,6 +175,9 @@ class ClusterServer {
   // orphan_sweep_period (its own thread: cleanups block on bookies and
   // etcd, and the control thread must keep failing over ranges).
   void SweepLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // While this server is the controller: an Auditor pass every quarter of
+  // rereplicate_after (1 s to 1 min), on its own thread (copies take long).
+  void AuditLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // RangeHostOptions::on_table_miss (docs/cluster.md, "Tables").
   absl::Status OnTableMiss(std::string_view table, absl::Status not_found)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -220,6 +227,7 @@ class ClusterServer {
   std::thread lease_thread_;
   std::thread control_thread_;
   std::thread sweep_thread_;
+  std::thread audit_thread_;
 };
 
 }  // namespace ledgerkv::kv

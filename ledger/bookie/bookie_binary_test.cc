@@ -318,6 +318,11 @@ TEST(BookieBinaryTest, UsageErrorsExitWithTwo) {
   EXPECT_EQ(WEXITSTATUS(run("bookie --listen 127.0.0.1:0")), 2);  // no --data-dir
   EXPECT_EQ(WEXITSTATUS(run("server")), 2);                       // no --data-dir
   EXPECT_EQ(WEXITSTATUS(run("frobnicate")), 2);
+  // Automatic re-replication: a positive delay, or off, not both.
+  const std::string server =
+      "server --data-dir /nonexistent/x --listen 127.0.0.1:0 --metadata etcd://127.0.0.1:1 ";
+  EXPECT_EQ(WEXITSTATUS(run(server + "--rereplicate-after-s 0")), 2);
+  EXPECT_EQ(WEXITSTATUS(run(server + "--no-rereplicate --rereplicate-after-s 60")), 2);
   // Integers that would wrap when narrowed (4294967297 was 1 bookie) or
   // overflow when scaled (MiB to bytes) are refused, not misread.
   const std::string standalone = "standalone --data-dir /dev/null/x --listen 127.0.0.1:0 ";

@@ -1,0 +1,97 @@
+#include "ledger/auditor.h"
+
+#include <algorithm>
+#include <iterator>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "ledger/ledger_client.h"
+#include "metadata/metadata_store.h"
+#include "proto/metadata.pb.h"
+
+namespace ledgerkv::ledger {
+
+Auditor::Auditor(AuditorOptions options) : options_(std::move(options)) {}
+
+absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
+                                          const std::function<bool()>& keep_going) {
+  const metadata::Keys keys(options_.cluster);
+  // Registrations first: a bookie that registers between the two listings
+  // is at worst seen missing once more; one listed after the ledgers could
+  // miss a ledger placed on it meanwhile, which names a registered bookie
+  // anyway.
+  ASSIGN_OR_RETURN(std::vector<metadata::KeyValue> registered,
+                   options_.store->List(keys.BookiesPrefix()));
+  absl::flat_hash_set<std::string> live;
+  // The key names a registered bookie, whatever its record says (an
+  // unparsable one is still registered: never a reason to copy).
+  for (const auto& kv : registered) live.insert(kv.key.substr(keys.BookiesPrefix().size()));
+  ASSIGN_OR_RETURN(std::vector<metadata::KeyValue> ledgers,
+                   options_.store->List(keys.LedgersPrefix()));
+
+  // Every unregistered bookie a ledger names, with the ledgers naming it.
+  std::map<std::string, std::vector<std::pair<uint64_t, bool>>> naming;  // id, closed
+  for (const auto& kv : ledgers) {
+    uint64_t id = 0;
+    if (!keys.ParseLedgerKey(kv.key, &id)) continue;
+    meta::v1::LedgerMetadata md;
+    // Unparsable: `ledgerkv ledger list` reports it; nothing to act on.
+    if (!md.ParseFromString(kv.value)) continue;
+    std::set<std::string> named;
+    for (const meta::v1::Segment& segment : md.segments()) {
+      for (const std::string& b : segment.bookies()) {
+        if (!live.contains(b)) named.insert(b);
+      }
+    }
+    for (const std::string& b : named) {
+      naming[b].emplace_back(id, md.state() == meta::v1::CLOSED);
+    }
+  }
+
+  AuditResult result;
+  for (auto it = missing_since_.begin(); it != missing_since_.end();) {
+    auto next = std::next(it);
+    if (!naming.contains(it->first)) missing_since_.erase(it);  // back, or named no more
+    it = next;
+  }
+  for (auto& [bookie, named_by] : naming) {
+    result.missing.push_back(bookie);
+    const absl::Time since = missing_since_.try_emplace(bookie, now).first->second;
+    if (now - since < options_.grace) continue;
+    result.lost.push_back(bookie);
+    for (const auto& [id, closed] : named_by) {
+      if (!closed) {
+        ++result.ledgers_not_closed;
+        continue;
+      }
+      if (!keep_going()) return result;
+      absl::StatusOr<ReplicationResult> replaced = options_.client->ReplaceBookie(id, bookie);
+      if (replaced.ok()) {
+        ++result.ledgers_replaced;
+        result.entries_copied += replaced->entries_copied;
+        result.lines.push_back(absl::StrCat(
+            "ledger ", id, ": lost bookie ", bookie, " replaced by ",
+            absl::StrJoin(replaced->replacements, ", "), ", ", replaced->entries_copied,
+            " entries copied"));
+      } else if (absl::IsNotFound(replaced.status())) {
+        // Deleted meanwhile, or replaced by someone else: nothing left.
+      } else if (absl::IsFailedPrecondition(replaced.status())) {
+        ++result.ledgers_not_closed;  // reopened for recovery meanwhile
+      } else {
+        ++result.ledgers_failed;
+        result.lines.push_back(absl::StrCat("ledger ", id, ": replacing lost bookie ", bookie,
+                                            " failed (retried at the next pass): ",
+                                            replaced.status().ToString()));
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace ledgerkv::ledger

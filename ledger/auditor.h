@@ -1,0 +1,80 @@
+// Automatic re-replication (docs/ledger-protocol.md, "Re-replication"):
+// finds bookies that ledgers name but that have not been registered for a
+// grace period (lost for good, as far as the cluster can tell), and moves
+// the copies of every CLOSED ledger off them (LedgerClient::ReplaceBookie).
+// BookKeeper's auditor and its lostBookieRecoveryDelay, in one pass that
+// the cluster's controller runs periodically.
+//
+// Blocking; one caller at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ledgerkv::metadata {
+class MetadataStore;
+}
+
+namespace ledgerkv::ledger {
+
+class LedgerClient;
+
+struct AuditorOptions {
+  LedgerClient* client = nullptr;            // not owned
+  metadata::MetadataStore* store = nullptr;  // not owned; the client's store
+  std::string cluster = "default";
+  // How long a named bookie must have been seen unregistered (by this
+  // auditor's passes) before its ledgers are moved off it. A bookie that
+  // restarts, or loses its session for a while, registers again well
+  // within it; a re-replication it would have made unnecessary costs a
+  // copy of everything the bookie held.
+  absl::Duration grace = absl::Minutes(5);
+};
+
+struct AuditResult {
+  // Bookies named by some ledger and not registered, sorted, and those of
+  // them past the grace period.
+  std::vector<std::string> missing;
+  std::vector<std::string> lost;
+  // CLOSED ledgers naming a lost bookie that now name a replacement
+  // instead, and how many entry copies that took.
+  int ledgers_replaced = 0;
+  int64_t entries_copied = 0;
+  // Ledgers naming a lost bookie that this pass left: OPEN or IN_RECOVERY
+  // ones (their writer replaces a failed bookie when it next writes to
+  // it, and the auditor takes them once closed), and those whose
+  // replacement failed (retried at the next pass).
+  int ledgers_not_closed = 0;
+  int ledgers_failed = 0;
+  // One line per replaced or failed ledger, for the log.
+  std::vector<std::string> lines;
+};
+
+class Auditor {
+ public:
+  // REQUIRES: options name a client and a store.
+  explicit Auditor(AuditorOptions options);
+
+  // One pass at time `now` (the caller's clock; tests pass their own).
+  // Lists the registered bookies and every ledger's metadata; a bookie
+  // named by a ledger and not registered is missing from the first pass
+  // that sees it so, and lost once `grace` has passed since (a pass that
+  // finds it registered again, or named by no ledger, forgets it). Then
+  // replaces every lost bookie in every CLOSED ledger naming it, asking
+  // `keep_going` before each ledger (false: stop, e.g. no longer the
+  // controller). Errors: a listing failed (nothing was changed, and no
+  // bookie's clock started or stopped).
+  absl::StatusOr<AuditResult> Pass(absl::Time now, const std::function<bool()>& keep_going);
+
+ private:
+  AuditorOptions options_;
+  absl::flat_hash_map<std::string, absl::Time> missing_since_;
+};
+
+}  // namespace ledgerkv::ledger

@@ -1,0 +1,122 @@
+// The auditor (auditor.h) against real bookies: a bookie unregistered past
+// its grace period has every CLOSED ledger's copies moved off it, with no
+// operator; one back within the grace, or one only an open ledger names,
+// is left alone.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "ledger/auditor.h"
+#include "ledger/ledger_test_util.h"
+#include "proto/metadata.pb.h"
+
+namespace ledgerkv::ledger {
+namespace {
+
+using testing::AppendRange;
+using testing::ExpectReadable;
+using testing::Quorums;
+using testing::TestCluster;
+
+constexpr absl::Duration kGrace = absl::Minutes(5);
+
+bool NamesBookie(const meta::v1::LedgerMetadata& md, const std::string& bookie) {
+  for (const auto& segment : md.segments()) {
+    for (const std::string& b : segment.bookies()) {
+      if (b == bookie) return true;
+    }
+  }
+  return false;
+}
+
+const auto kAlways = [] { return true; };
+
+// A lost bookie's closed ledgers are re-replicated once its grace has
+// passed, not before; an open ledger naming it is left to its writer; the
+// moved ledger reads back whole with another of its bookies down too (so
+// the replacement holds every copy it is named for).
+TEST(AuditorTest, ALostBookiesClosedLedgersAreReplicatedOnceItsGraceHasPassed) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  // Every ledger on the same three bookies: the fourth is down meanwhile.
+  cluster->StopBookie(3);
+  LKV_ASSIGN_OR_FAIL(auto closed_writer, client->CreateLedger(Quorums(3, 2, 2)));
+  for (const auto& r : AppendRange(*closed_writer, 0, 99, 16)) LKV_ASSERT_OK(r);
+  LKV_ASSERT_OK(closed_writer->Close());
+  const uint64_t closed = closed_writer->id();
+  LKV_ASSIGN_OR_FAIL(auto open_writer, client->CreateLedger(Quorums(3, 2, 2)));
+  for (const auto& r : AppendRange(*open_writer, 0, 9, 4)) LKV_ASSERT_OK(r);
+  LKV_ASSERT_OK(cluster->RestartBookie(3));
+  const std::string lost = cluster->bookie_id(0);
+  cluster->StopBookie(0);
+
+  Auditor auditor({.client = client.get(), .store = cluster->store(), .grace = kGrace});
+  const absl::Time t0 = absl::Now();
+  LKV_ASSIGN_OR_FAIL(auto first, auditor.Pass(t0, kAlways));
+  EXPECT_EQ(first.missing, std::vector<std::string>{lost});
+  EXPECT_TRUE(first.lost.empty());
+  LKV_ASSIGN_OR_FAIL(auto early, auditor.Pass(t0 + kGrace - absl::Seconds(1), kAlways));
+  EXPECT_TRUE(early.lost.empty());
+  EXPECT_EQ(early.ledgers_replaced, 0);
+  LKV_ASSIGN_OR_FAIL(const auto untouched, client->GetLedgerMetadata(closed));
+  EXPECT_TRUE(NamesBookie(untouched, lost));
+
+  LKV_ASSIGN_OR_FAIL(auto due, auditor.Pass(t0 + kGrace, kAlways));
+  EXPECT_EQ(due.lost, std::vector<std::string>{lost});
+  EXPECT_EQ(due.ledgers_replaced, 1) << absl::StrJoin(due.lines, "\n");
+  EXPECT_EQ(due.ledgers_not_closed, 1);  // the open ledger: its writer's job
+  EXPECT_EQ(due.ledgers_failed, 0) << absl::StrJoin(due.lines, "\n");
+  LKV_ASSIGN_OR_FAIL(const auto moved, client->GetLedgerMetadata(closed));
+  EXPECT_FALSE(NamesBookie(moved, lost)) << moved.ShortDebugString();
+  EXPECT_TRUE(NamesBookie(moved, cluster->bookie_id(3))) << moved.ShortDebugString();
+  LKV_ASSIGN_OR_FAIL(const auto still_open, client->GetLedgerMetadata(open_writer->id()));
+  EXPECT_TRUE(NamesBookie(still_open, lost));
+
+  // Entries of write set {0, 1} now live on the replacement alone.
+  cluster->StopBookie(1);
+  LKV_ASSIGN_OR_FAIL(auto fresh, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, fresh->OpenLedger(closed, OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, 99);
+
+  // The next pass has nothing left to do for the closed ledger.
+  LKV_ASSIGN_OR_FAIL(auto again, auditor.Pass(t0 + 2 * kGrace, kAlways));
+  EXPECT_EQ(again.ledgers_replaced, 0);
+}
+
+// A bookie that registers again within its grace period (a restart, a lost
+// session) is forgotten: the next time it goes, its clock starts afresh.
+// Nothing is copied while it is away for less than the grace.
+TEST(AuditorTest, ABookieBackWithinItsGraceIsLeftAloneAndItsClockStartsAfresh) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  cluster->StopBookie(3);
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+  for (const auto& r : AppendRange(*writer, 0, 19, 4)) LKV_ASSERT_OK(r);
+  LKV_ASSERT_OK(writer->Close());
+  LKV_ASSERT_OK(cluster->RestartBookie(3));
+  const std::string away = cluster->bookie_id(0);
+
+  Auditor auditor({.client = client.get(), .store = cluster->store(), .grace = kGrace});
+  const absl::Time t0 = absl::Now();
+  cluster->StopBookie(0);
+  LKV_ASSIGN_OR_FAIL(auto gone, auditor.Pass(t0, kAlways));
+  EXPECT_EQ(gone.missing, std::vector<std::string>{away});
+  LKV_ASSERT_OK(cluster->RestartBookie(0));
+  LKV_ASSIGN_OR_FAIL(auto back, auditor.Pass(t0 + kGrace / 2, kAlways));
+  EXPECT_TRUE(back.missing.empty());
+  cluster->StopBookie(0);
+  // Past the first absence's grace, but only just seen gone again.
+  LKV_ASSIGN_OR_FAIL(auto again, auditor.Pass(t0 + kGrace + absl::Seconds(1), kAlways));
+  EXPECT_EQ(again.missing, std::vector<std::string>{away});
+  EXPECT_TRUE(again.lost.empty());
+  EXPECT_EQ(again.ledgers_replaced, 0);
+  LKV_ASSIGN_OR_FAIL(const auto md, client->GetLedgerMetadata(writer->id()));
+  EXPECT_TRUE(NamesBookie(md, away));
+  EXPECT_EQ(testing::BookieInfo(cluster->address(3)).entries_added(), 0u) << "copied to a spare";
+}
+
+}  // namespace
+}  // namespace ledgerkv::ledger
