@@ -588,19 +588,28 @@ TEST(LedgerWriterFailureTest, CloseSaysFencedWhenAFenceReplyArrivesAfterTheWrite
   const std::string id = std::to_string(writer->id());
   for (const auto& r : AppendRange(*writer, 0, 4, 4)) LKV_ASSERT_OK(r);
   const meta::v1::Segment segment = writer->metadata().segments(0);
-  const int held_bookie = cluster->IndexOf(segment.bookies(1));
-  const std::string held_id = cluster->bookie_id(held_bookie);
-  // The next add to one bookie waits at its door until released.
+  const std::string held_id = segment.bookies(1);
+  const std::string failing_id = segment.bookies(2);
+  // Qa = 2: entries 0..4 were acknowledged before the third bookie's copy
+  // was necessarily stored. Both bookies the points below act on must have
+  // taken their last request in, or the points would catch one of those.
+  WaitUntilDurable({cluster->address(cluster->IndexOf(held_id)),
+                    cluster->address(cluster->IndexOf(failing_id))},
+                   5);
+  // The next add to one bookie waits at its door until released; the next
+  // add to another fails, and no spare can replace that bookie.
   auto hold = std::make_shared<std::atomic<bool>>(true);
+  auto fail = std::make_shared<std::atomic<bool>>(true);
   auto held = std::make_shared<absl::Notification>();
   auto release = std::make_shared<absl::Notification>();
   FaultPoints::Get().Arm("bookie.add.drop_request",
-                         [held_id, hold, held, release](std::string_view bookie) {
+                         [held_id, failing_id, hold, fail, held, release](std::string_view bookie) {
                            if (bookie == held_id && hold->exchange(false)) {
                              held->Notify();
                              release->WaitForNotification();
+                             return false;
                            }
-                           return false;
+                           return bookie == failing_id && fail->exchange(false);
                          });
   // A failed check below must not leave the bookie's thread held (the
   // cluster's shutdown would wait for it for ever).
@@ -612,15 +621,14 @@ TEST(LedgerWriterFailureTest, CloseSaysFencedWhenAFenceReplyArrivesAfterTheWrite
     if (arg == id && !fenced_reply->HasBeenNotified()) fenced_reply->Notify();
     return false;
   });
-  // Entry 5 reaches one live bookie, is held at the second, and fails on
-  // the stopped third, which no spare can replace: the writer fails.
-  cluster->StopBookie(cluster->IndexOf(segment.bookies(2)));
+  // Entry 5 reaches one bookie, is held at the second and fails at the
+  // third: the writer fails.
   Results results;
   writer->AppendAsync(PayloadFor(5), results.Callback());
   ASSERT_TRUE(held->WaitForNotificationWithTimeout(absl::Seconds(10)));
   const auto first = results.WaitFor(1);
   ASSERT_TRUE(absl::IsUnavailable(first[0].status())) << first[0].status();
-  // A recoverer fences the two live bookies and closes the ledger.
+  // A recoverer fences the bookies and closes the ledger.
   LKV_ASSIGN_OR_FAIL(auto other, cluster->NewClient());
   LKV_ASSIGN_OR_FAIL(auto reader, other->OpenLedger(writer->id(), OpenMode::kRecover));
   ASSERT_GE(reader->metadata().last_entry_id(), 4);
