@@ -18,7 +18,8 @@ TEST(NetAddressTest, AListenAddressOthersCanDialIsPublishedWithTheBoundPort) {
 }
 
 TEST(NetAddressTest, AWildcardListenWithoutAdvertiseIsRefusedNamingTheFlag) {
-  for (const char* listen : {"0.0.0.0:3181", "[::]:3181", ":3181", "*:3181"}) {
+  for (const char* listen :
+       {"0.0.0.0:3181", "[::]:3181", ":3181", "*:3181", "0:3181", "[::0]:3181", ":::3181"}) {
     const absl::Status s = CheckAdvertisable(listen, "");
     EXPECT_TRUE(absl::IsInvalidArgument(s)) << listen << ": " << s;
     EXPECT_NE(s.message().find("--advertise"), absl::string_view::npos) << s;
@@ -43,7 +44,11 @@ TEST(NetAddressTest, AdvertiseNamesTheHostAndOptionallyThePort) {
 TEST(NetAddressTest, AnAdvertisedAddressNobodyCanDialIsRefused) {
   for (const char* advertise :
        {"0.0.0.0", "0.0.0.0:3181", "[::]", "[::]:3181", "*", ":3181", "host:", "host:0",
-        "host:65536", "host:port", "[fd00::5]:"}) {
+        "host:65536", "host:port", "host:+80", "host: 80", "[fd00::5]:", "0", "[::0]",
+        "[0:0:0:0:0:0:0:0]:3181",
+        // IPv6 without brackets would be published unusable ("fd00::5:3181").
+        "fd00::5", "fd00::5:3181", "[]", "[]:3181", "[fd00::5", "[fd00::5]junk",
+        "[fd00::5]3181"}) {
     const absl::Status s = CheckAdvertisable("0.0.0.0:3181", advertise);
     EXPECT_TRUE(absl::IsInvalidArgument(s)) << advertise << ": " << s;
     EXPECT_NE(s.message().find(advertise), absl::string_view::npos) << s;

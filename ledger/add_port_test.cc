@@ -94,17 +94,20 @@ TEST(AddPortTest, WritersAddThroughTheAddPortAndEveryEntryReadsBack) {
 
 // docs/cluster.md, "Addresses: listen and advertise": a bookie that binds
 // every interface publishes the address it was told, and a writer reaches
-// both its gRPC port and its add port at that host.
+// both its gRPC port and its add port at that host. The add port listens
+// on 127.0.0.2 only, so a writer that dialled the listen host (0.0.0.0,
+// which Linux takes for 127.0.0.1) would be refused and add over the RPC.
 TEST(AddPortTest, ABookieListeningOnEveryInterfaceIsReachedAtItsAdvertisedAddress) {
   TempDir dir;
   LKV_ASSIGN_OR_FAIL(auto store, metadata::EmbeddedStore::Open(dir.path() + "/metadata"));
   bookie::BookieOptions bo;
   bo.data_dir = dir.path() + "/bookie";
   bo.listen = "0.0.0.0:0";
-  bo.advertise = "127.0.0.1";
+  bo.add_listen = "127.0.0.2:0";
+  bo.advertise = "127.0.0.2";
   bo.metadata = store.get();
   LKV_ASSIGN_OR_FAIL(auto bookie, bookie::BookieServer::Start(bo));
-  EXPECT_TRUE(absl::StartsWith(bookie->address(), "127.0.0.1:")) << bookie->address();
+  EXPECT_TRUE(absl::StartsWith(bookie->address(), "127.0.0.2:")) << bookie->address();
   EXPECT_NE(bookie->add_port(), 0);
   ClientOptions options;
   options.metadata = store.get();

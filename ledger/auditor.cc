@@ -71,7 +71,9 @@ absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
         continue;
       }
       if (!keep_going()) return result;
-      absl::StatusOr<ReplicationResult> replaced = options_.client->ReplaceBookie(id, bookie);
+      absl::StatusOr<ReplicationResult> replaced =
+          options_.client->ReplaceBookie(id, bookie, keep_going);
+      if (absl::IsCancelled(replaced.status())) return result;  // asked to stop
       if (replaced.ok()) {
         ++result.ledgers_replaced;
         result.entries_copied += replaced->entries_copied;

@@ -47,9 +47,10 @@ struct AuditResult {
   int ledgers_replaced = 0;
   int64_t entries_copied = 0;
   // Ledgers naming a lost bookie that this pass left: OPEN or IN_RECOVERY
-  // ones (their writer replaces a failed bookie when it next writes to
-  // it, and the auditor takes them once closed), and those whose
-  // replacement failed (retried at the next pass).
+  // ones (a writer's ensemble change covers only the entries it adds from
+  // then on; those already added stay a copy short until the ledger is
+  // closed, by its writer or by recovery, and a later pass takes it), and
+  // those whose replacement failed (retried at the next pass).
   int ledgers_not_closed = 0;
   int ledgers_failed = 0;
   // One line per replaced or failed ledger, for the log.
@@ -61,14 +62,16 @@ class Auditor {
   // REQUIRES: options name a client and a store.
   explicit Auditor(AuditorOptions options);
 
-  // One pass at time `now` (the caller's clock; tests pass their own).
+  // One pass at time `now` (the caller's clock, which should not jump: a
+  // steady clock; tests pass their own).
   // Lists the registered bookies and every ledger's metadata; a bookie
   // named by a ledger and not registered is missing from the first pass
   // that sees it so, and lost once `grace` has passed since (a pass that
   // finds it registered again, or named by no ledger, forgets it). Then
   // replaces every lost bookie in every CLOSED ledger naming it, asking
-  // `keep_going` before each ledger (false: stop, e.g. no longer the
-  // controller). Errors: a listing failed (nothing was changed, and no
+  // `keep_going` before each ledger and during each copy (false: stop, e.g.
+  // no longer the controller, or shutting down; the ledger being copied is
+  // left as it was). Errors: a listing failed (nothing was changed, and no
   // bookie's clock started or stopped).
   absl::StatusOr<AuditResult> Pass(absl::Time now, const std::function<bool()>& keep_going);
 

@@ -64,6 +64,11 @@ TEST(AuditorTest, ALostBookiesClosedLedgersAreReplicatedOnceItsGraceHasPassed) {
   LKV_ASSIGN_OR_FAIL(const auto untouched, client->GetLedgerMetadata(closed));
   EXPECT_TRUE(NamesBookie(untouched, lost));
 
+  // Told to stop (deposed, shutting down): nothing is copied or named.
+  LKV_ASSIGN_OR_FAIL(auto stopped, auditor.Pass(t0 + kGrace, [] { return false; }));
+  EXPECT_EQ(stopped.lost, std::vector<std::string>{lost});
+  EXPECT_EQ(stopped.ledgers_replaced, 0);
+  EXPECT_EQ(testing::BookieInfo(cluster->address(3)).entries_added(), 0u);
   LKV_ASSIGN_OR_FAIL(auto due, auditor.Pass(t0 + kGrace, kAlways));
   EXPECT_EQ(due.lost, std::vector<std::string>{lost});
   EXPECT_EQ(due.ledgers_replaced, 1) << absl::StrJoin(due.lines, "\n");

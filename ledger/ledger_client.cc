@@ -128,9 +128,9 @@ absl::StatusOr<std::unique_ptr<LedgerWriter>> LedgerClient::CreateLedger(
   }
 }
 
-absl::StatusOr<ReplicationResult> LedgerClient::ReplaceBookie(uint64_t id,
-                                                              const std::string& bookie_id) {
-  return ReplaceBookieInLedger(*core_, id, bookie_id);
+absl::StatusOr<ReplicationResult> LedgerClient::ReplaceBookie(
+    uint64_t id, const std::string& bookie_id, const std::function<bool()>& keep_going) {
+  return ReplaceBookieInLedger(*core_, id, bookie_id, keep_going);
 }
 
 absl::StatusOr<std::unique_ptr<LedgerReader>> LedgerClient::OpenLedger(uint64_t id, OpenMode mode) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -67,7 +68,10 @@ class LedgerClient {
   // Moves CLOSED ledger `id`'s copies off bookie `bookie_id` (dead for
   // good, or being retired) onto replacements, then names them in its
   // metadata (rereplicate.h, docs/ledger-protocol.md "Re-replication").
-  absl::StatusOr<ReplicationResult> ReplaceBookie(uint64_t id, const std::string& bookie_id);
+  // `keep_going`: as ReplaceBookieInLedger's (CANCELLED once it says false).
+  absl::StatusOr<ReplicationResult> ReplaceBookie(
+      uint64_t id, const std::string& bookie_id,
+      const std::function<bool()>& keep_going = nullptr);
 
   // The current metadata of ledger `id`. NOT_FOUND for an unknown id.
   absl::StatusOr<meta::v1::LedgerMetadata> GetLedgerMetadata(uint64_t id);

@@ -89,7 +89,8 @@ absl::Status CopyTo(ClientCore& core, const BookieInfo& bookie,
 // `index` to `bookie`. Returns how many. *to_failed: the error came from
 // `bookie` (another replacement may do), not from reading.
 absl::StatusOr<int64_t> CopySlot(ClientCore& core, const meta::v1::LedgerMetadata& md, int s,
-                                 int index, const BookieInfo& bookie, bool* to_failed) {
+                                 int index, const BookieInfo& bookie,
+                                 const std::function<bool()>& keep_going, bool* to_failed) {
   *to_failed = false;
   const int E = md.ensemble_size(), Qw = md.write_quorum();
   const int64_t first = md.segments(s).first_entry_id();
@@ -105,6 +106,10 @@ absl::StatusOr<int64_t> CopySlot(ClientCore& core, const meta::v1::LedgerMetadat
   int64_t copied = 0;
   for (int64_t lo = first; lo <= last; lo += window) {
     const int64_t hi = std::min(last, lo + window - 1);
+    if (keep_going && !keep_going()) {
+      return absl::CancelledError(
+          absl::StrCat("re-replication of ", Describe(md), " stopped by its caller"));
+    }
     absl::StatusOr<std::vector<bookie::v1::Entry>> read = ReadReplicas(core, md, lo, hi);
     if (!read.ok()) {
       return absl::Status(read.status().code(),
@@ -141,7 +146,8 @@ std::optional<BookieInfo> StillUsable(ClientCore& core, const BookieInfo& earlie
 }  // namespace
 
 absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64_t id,
-                                                        const std::string& bookie_id) {
+                                                        const std::string& bookie_id,
+                                                        const std::function<bool()>& keep_going) {
   // The replacement each segment got in an attempt whose CAS lost: the next
   // attempt writes to it again (the same bytes), rather than leaving
   // unnamed copies on one more bookie.
@@ -185,7 +191,7 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64
         }
         core.pool.Learn(chosen->bookie_id, chosen->address);
         bool to_failed = false;
-        copied = CopySlot(core, md, s, index, *chosen, &to_failed);
+        copied = CopySlot(core, md, s, index, *chosen, keep_going, &to_failed);
         if (copied.ok() || !to_failed) break;
         absl::StrAppend(&failed_before, "; passed over: ", copied.status().message());
         exclude.insert(chosen->bookie_id);

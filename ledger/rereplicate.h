@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,7 +43,11 @@ struct ReplicationResult {
 // all corrupt is UNAVAILABLE too while `bookie_id` cannot be read (its copy
 // may be the only intact one; the message counts the corrupt copies), and
 // DATA_LOSS when it can be read and has none either.
-absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64_t id,
-                                                        const std::string& bookie_id);
+// `keep_going` (optional) is asked before each window of entries is read:
+// false stops the run with CANCELLED, having named nothing (a caller that is
+// shutting down need not wait for a whole ledger's copy).
+absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(
+    ClientCore& core, uint64_t id, const std::string& bookie_id,
+    const std::function<bool()>& keep_going = nullptr);
 
 }  // namespace ledgerkv::ledger

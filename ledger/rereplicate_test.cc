@@ -182,6 +182,27 @@ TEST(LedgerRereplicationTest, ACasThatLostARaceIsRetriedOnTheSameReplacement) {
   }
 }
 
+// A caller that stops the run (a controller deposed or shutting down) gets
+// CANCELLED at the next window of the copy; nothing is named.
+TEST(LedgerRereplicationTest, ARunItsCallerStopsIsCancelledAndNamesNothing) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  const uint64_t id = WriteClosedLedger(*client, Quorums(3, 2, 2), 29);
+  ASSERT_NE(id, 0u);
+  LKV_ASSIGN_OR_FAIL(const auto before, client->GetLedgerMetadata(id));
+  const std::string lost = before.segments(0).bookies(0);
+  cluster->StopBookie(cluster->IndexOf(lost));
+  int asked = 0;
+  auto stopped = client->ReplaceBookie(id, lost, [&] { return ++asked < 1; });
+  EXPECT_TRUE(absl::IsCancelled(stopped.status())) << stopped.status();
+  EXPECT_EQ(asked, 1);
+  LKV_ASSIGN_OR_FAIL(const auto after, client->GetLedgerMetadata(id));
+  EXPECT_EQ(after.ShortDebugString(), before.ShortDebugString());
+  // Asked and allowed: the same call completes.
+  LKV_ASSIGN_OR_FAIL(auto done, client->ReplaceBookie(id, lost, [] { return true; }));
+  EXPECT_EQ(done.segments_changed, 1);
+}
+
 // A bookie named in two segments (the writer replaced another one midway)
 // is replaced in both, each by a bookie outside that segment's ensemble.
 // With every bookie but the replacements down, the whole ledger reads back.

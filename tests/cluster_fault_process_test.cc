@@ -148,6 +148,26 @@ TEST_F(ClusterFaultProcessTest, ALostBookieIsReplacedInClosedLedgersWithoutAnOpe
   EXPECT_EQ(md->state(), meta::v1::CLOSED);
   EXPECT_EQ(testing::CountUnreadable(cluster_->Endpoints(), writer.Acked()), 0)
       << "of " << writer.acked();
+
+  // The replacement holds the copies it is named for: with the first
+  // segment's other two bookies gone as well, every entry of the ledger
+  // still reads back from the bookies that remain.
+  const std::string replacement = [&] {
+    for (const std::string& b : md->segments(0).bookies()) {
+      if (std::count(ensemble->begin(), ensemble->end(), b) == 0) return b;
+    }
+    return std::string();
+  }();
+  ASSERT_FALSE(replacement.empty()) << md->ShortDebugString();
+  for (int i = 0; i < flags.bookies; ++i) {
+    const std::string& b = cluster_->bookie_id(i);
+    if (b != victim && b != replacement) cluster_->KillBookie(i);
+  }
+  auto read = cluster_->RunLedgerkv(
+      {"ledger", "--metadata", cluster_->MetadataUri(), "read", absl::StrCat(*ledger)});
+  ASSERT_TRUE(read.ok()) << read.status();
+  const int64_t lines = std::count(read->begin(), read->end(), '\n');
+  EXPECT_EQ(lines, md->last_entry_id() + 1) << *read;
 }
 
 TEST_F(ClusterFaultProcessTest, EtcdRestartUnderLoad_StallsThenRecoversNothingLost) {

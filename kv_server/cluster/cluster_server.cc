@@ -763,8 +763,11 @@ void ClusterServer::SweepLoop() {
 }
 
 void ClusterServer::AuditLoop() {
-  // The clocks of missing bookies live in this auditor: a new controller
-  // starts them afresh (later, never earlier, re-replication).
+  // The clocks of missing bookies live in this auditor, which is made anew
+  // whenever this server becomes the controller again (another controller
+  // may have been in between), so re-replication can only come later,
+  // never earlier. Its time is the steady clock: a wall clock step must not
+  // end a grace period early.
   auto fresh_auditor = [this] {
     return ledger::Auditor({.client = client_.get(),
                             .store = store_.get(),
@@ -781,7 +784,7 @@ void ClusterServer::AuditLoop() {
     }
     return IsController() && LeaseValid();
   };
-  bool was_controller = false;
+  metadata::Version audited_as = 0;  // controller_version_ of the auditor's passes
   std::string last_missing;
   while (true) {
     {
@@ -790,13 +793,19 @@ void ClusterServer::AuditLoop() {
       while (!stop_ && absl::Now() < next) cv_.WaitWithDeadline(&mu_, next);
       if (stop_) return;
     }
-    if (!keep_going()) {
-      if (was_controller) auditor = fresh_auditor();
-      was_controller = false;
-      continue;
+    if (!keep_going()) continue;
+    metadata::Version version;
+    {
+      absl::MutexLock l(&mu_);
+      version = controller_version_;
     }
-    was_controller = true;
-    absl::StatusOr<ledger::AuditResult> pass = auditor.Pass(absl::Now(), keep_going);
+    if (version != audited_as) {
+      auditor = fresh_auditor();
+      audited_as = version;
+      last_missing.clear();
+    }
+    absl::StatusOr<ledger::AuditResult> pass =
+        auditor.Pass(absl::FromUnixNanos(NowNanos()), keep_going);
     if (!pass.ok()) {
       Log(absl::StrCat("ledger audit failed (retried in ", absl::FormatDuration(period),
                        "): ", pass.status().ToString()));
@@ -834,10 +843,12 @@ void ClusterServer::Shutdown() {
     stop_ = true;
     cv_.SignalAll();
   }
+  // The auditor first, while the lease is still kept alive: it stops within
+  // one window of a copy (its keep_going sees stop_).
+  if (audit_thread_.joinable()) audit_thread_.join();
   if (control_thread_.joinable()) control_thread_.join();
   if (lease_thread_.joinable()) lease_thread_.join();
   if (sweep_thread_.joinable()) sweep_thread_.join();
-  if (audit_thread_.joinable()) audit_thread_.join();
   for (auto& w : watches_) {
     if (w != nullptr) w->Cancel();
     w.reset();
