@@ -526,8 +526,9 @@ bookie::v1::Code RawReadCode(const std::string& address, uint64_t ledger_id) {
 TEST(LedgerReadTest, DeleteThenBookieGcReclaimsEntriesAndKeepsOtherLedgers) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
   LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
-  LKV_ASSIGN_OR_FAIL(auto doomed, client->CreateLedger(Quorums(3, 3, 2)));
-  LKV_ASSIGN_OR_FAIL(auto kept, client->CreateLedger(Quorums(3, 3, 2)));
+  // Qa = Qw: every bookie holds every entry once it is acknowledged.
+  LKV_ASSIGN_OR_FAIL(auto doomed, client->CreateLedger(Quorums(3, 3, 3)));
+  LKV_ASSIGN_OR_FAIL(auto kept, client->CreateLedger(Quorums(3, 3, 3)));
   for (int i = 0; i < 5; ++i) {
     LKV_ASSERT_OK(doomed->Append(PayloadFor(i)));
     LKV_ASSERT_OK(kept->Append(PayloadFor(i)));

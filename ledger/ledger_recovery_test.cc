@@ -253,7 +253,16 @@ TEST(LedgerRecoveryTest, ABookieRecoveryCouldNotReachIsPlannedAroundByTheReadsAf
                               c.adds_refused ? ", fences and recovery adds refused"
                                              : ", fences refused, recovery adds answered"));
     LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+    std::vector<std::string> addresses;
+    const meta::v1::LedgerMetadata created = writer->metadata();
+    for (const std::string& b : created.segments(0).bookies()) {
+      addresses.push_back(cluster->address(cluster->IndexOf(b)));
+    }
+    const std::vector<uint64_t> stored_before = testing::EntriesAdded(addresses);
     for (const auto& r : AppendRange(*writer, 0, 29, 8)) LKV_ASSERT_OK(r);
+    // Every copy stored: the deaf bookie's refusals below must meet
+    // recovery's requests, not the writer's last ones.
+    ASSERT_TRUE(testing::WaitForStored(addresses, stored_before, 30));
     const std::string deaf = writer->metadata().segments(0).bookies(2);
     // Its fences (and so its fencing reads) and, if so, its recovery adds
     // fail UNAVAILABLE at once.

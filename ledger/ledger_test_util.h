@@ -302,6 +302,30 @@ inline bookie::v1::GetInfoResponse BookieInfo(const std::string& address) {
   return response;
 }
 
+// Each of `addresses`' entries_added now (a baseline for WaitForStored).
+inline std::vector<uint64_t> EntriesAdded(const std::vector<std::string>& addresses) {
+  std::vector<uint64_t> added;
+  for (const std::string& a : addresses) added.push_back(BookieInfo(a).entries_added());
+  return added;
+}
+
+// Waits (up to 10 s) until each of `addresses` has stored `n` entries more
+// than `before` (EntriesAdded). With Qa < Qw an append is acknowledged
+// before its last copies are stored: a test that then stops a bookie, or
+// arms a fault point for its next request, waits here first, or a late
+// copy of an earlier entry meets the fault instead. True when all did.
+inline bool WaitForStored(const std::vector<std::string>& addresses,
+                          const std::vector<uint64_t>& before, uint64_t n) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    while (BookieInfo(addresses[i]).entries_added() < before[i] + n) {
+      if (absl::Now() >= deadline) return false;
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+  }
+  return true;
+}
+
 // Appends in the background, `window` adds in flight, until stopped or an
 // append fails; remembers every acknowledged id and the first error.
 class Appender {
