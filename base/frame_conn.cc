@@ -26,6 +26,8 @@ constexpr size_t kReadChunk = 256 << 10;
 // One Poll reads at most this much, so that a fast sender cannot keep the
 // owner from answering.
 constexpr size_t kMaxReadPerPoll = 8 << 20;
+// A drained send buffer larger than this is given back, not kept.
+constexpr size_t kKeepBufferBytes = 1 << 20;
 
 void PutU32(char* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
@@ -198,7 +200,13 @@ void FrameConn::FlushLocked() {
     BreakLocked(ErrnoStatus("send", n < 0 ? errno : EPIPE));
   }
   if (out_sent_ == out_.size()) {
-    out_.clear();
+    // One burst of large frames must not pin its buffer for the life of
+    // the connection (the receive buffer is given back the same way).
+    if (out_.capacity() > kKeepBufferBytes) {
+      std::string().swap(out_);
+    } else {
+      out_.clear();
+    }
     out_sent_ = 0;
   } else if (out_sent_ > (1u << 20) && out_sent_ > out_.size() / 2) {
     out_.erase(0, out_sent_);
@@ -210,7 +218,7 @@ void FrameConn::BreakLocked(absl::Status why) {
   if (!broken_.ok()) return;
   broken_ = std::move(why);
   ::shutdown(fd_, SHUT_RDWR);
-  out_.clear();
+  std::string().swap(out_);
   out_sent_ = 0;
 }
 

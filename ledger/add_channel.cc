@@ -209,8 +209,8 @@ absl::Status AddChannel::Connect(std::unique_ptr<FrameConn>* conn, Mode* mode) {
     bool first = false;
     {
       absl::MutexLock l(&mu_);
-      first = !warned_;
-      warned_ = true;
+      first = !warned_unreachable_;
+      warned_unreachable_ = true;
     }
     if (first) {
       absl::FPrintF(stderr,
@@ -353,8 +353,8 @@ void AddChannel::Loop() {
         // fails them there.
         mode_ = Mode::kRpc;
         rpc_until_ = absl::Now() + kRpcModeFor;
-        if (!warned_) {
-          warned_ = true;
+        if (!warned_closed_) {
+          warned_closed_ = true;
           absl::FPrintF(stderr,
                         "ledger client: bookie %s closed its add port connection before any "
                         "reply (%s); adding over gRPC instead, asking again every %d s\n",

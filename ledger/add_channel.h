@@ -137,7 +137,9 @@ class AddChannel {
   absl::flat_hash_set<uint64_t> cancelled_ ABSL_GUARDED_BY(mu_);
   // In Mode::kRpc until this time.
   absl::Time rpc_until_ ABSL_GUARDED_BY(mu_);
-  bool warned_ ABSL_GUARDED_BY(mu_) = false;
+  // Each reason to fall back to the RPC is printed once per channel.
+  bool warned_unreachable_ ABSL_GUARDED_BY(mu_) = false;
+  bool warned_closed_ ABSL_GUARDED_BY(mu_) = false;
   // Whether the current connection has delivered any reply yet.
   bool conn_answered_ ABSL_GUARDED_BY(mu_) = false;
   // When the current connection was made or last delivered a reply.

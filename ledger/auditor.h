@@ -49,7 +49,8 @@ struct AuditResult {
   // Ledgers naming a lost bookie that this pass left: OPEN or IN_RECOVERY
   // ones (a writer's ensemble change covers only the entries it adds from
   // then on; those already added stay a copy short until the ledger is
-  // closed, by its writer or by recovery, and a later pass takes it), and
+  // closed, by its writer or by recovery, and a later pass takes it; a KV
+  // range's log closes a ledger with entries within its roll_age), and
   // those whose replacement failed (retried at the next pass).
   int ledgers_not_closed = 0;
   int ledgers_failed = 0;
