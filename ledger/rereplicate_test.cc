@@ -32,6 +32,24 @@ uint64_t WriteClosedLedger(LedgerClient& client, const CreateOptions& quorums, i
   return (*writer)->id();
 }
 
+// A closed E=3 Qw=2 Qa=2 ledger of entries 0..last whose first bookie is
+// then stopped for good: where re-replication starts from.
+struct LostCopy {
+  uint64_t id = 0;
+  meta::v1::LedgerMetadata before;  // naming the lost bookie
+  std::string lost;
+};
+absl::StatusOr<LostCopy> ClosedLedgerThatLostItsFirstBookie(TestCluster& cluster,
+                                                            LedgerClient& client, int64_t last) {
+  LostCopy c;
+  c.id = WriteClosedLedger(client, Quorums(3, 2, 2), last);
+  if (c.id == 0) return absl::InternalError("the ledger was not written");
+  ASSIGN_OR_RETURN(c.before, client.GetLedgerMetadata(c.id));
+  c.lost = c.before.segments(0).bookies(0);
+  cluster.StopBookie(cluster.IndexOf(c.lost));
+  return c;
+}
+
 bool Names(const meta::v1::Segment& segment, const std::string& bookie) {
   for (const std::string& b : segment.bookies()) {
     if (b == bookie) return true;
@@ -48,12 +66,12 @@ TEST(LedgerRereplicationTest, L2_ACopyMovedOffALostBookieIsReadableWithoutIt) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
   LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
   constexpr int64_t kLast = 199;
-  const uint64_t id = WriteClosedLedger(*client, Quorums(3, 2, 2), kLast);
-  ASSERT_NE(id, 0u);
-  LKV_ASSIGN_OR_FAIL(const auto before, client->GetLedgerMetadata(id));
+  LKV_ASSIGN_OR_FAIL(const LostCopy c,
+                     ClosedLedgerThatLostItsFirstBookie(*cluster, *client, kLast));
+  const uint64_t id = c.id;
+  const meta::v1::LedgerMetadata& before = c.before;
   const meta::v1::Segment old = before.segments(0);
-  const std::string lost = old.bookies(0);
-  cluster->StopBookie(cluster->IndexOf(lost));
+  const std::string& lost = c.lost;
 
   LKV_ASSIGN_OR_FAIL(auto result, client->ReplaceBookie(id, lost));
   int64_t expected = 0;
@@ -95,11 +113,10 @@ TEST(LedgerRereplicationTest, ACasWhoseReplyWasLostIsFoundByReadingBack) {
   ScopedFaultPoints faults;
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
   LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
-  const uint64_t id = WriteClosedLedger(*client, Quorums(3, 2, 2), 59);
-  ASSERT_NE(id, 0u);
-  LKV_ASSIGN_OR_FAIL(const auto before, client->GetLedgerMetadata(id));
-  const std::string lost = before.segments(0).bookies(0);
-  cluster->StopBookie(cluster->IndexOf(lost));
+  LKV_ASSIGN_OR_FAIL(const LostCopy c, ClosedLedgerThatLostItsFirstBookie(*cluster, *client, 59));
+  const uint64_t id = c.id;
+  const meta::v1::LedgerMetadata& before = c.before;
+  const std::string& lost = c.lost;
 
   std::atomic<int> lost_replies{0};
   FaultPoints::Get().Arm("ledger.rereplicate.reply_lost", [&](std::string_view) {
@@ -131,11 +148,11 @@ TEST(LedgerRereplicationTest, ACasThatLostARaceIsRetriedOnTheSameReplacement) {
   std::vector<uint64_t> added_before(cluster->size());
   for (int round = 0; round < 2; ++round) {
     SCOPED_TRACE(round);
-    const uint64_t id = WriteClosedLedger(*client, Quorums(3, 2, 2), kLast);
-    ASSERT_NE(id, 0u);
-    LKV_ASSIGN_OR_FAIL(const auto before, client->GetLedgerMetadata(id));
-    const std::string lost = before.segments(0).bookies(0);
-    cluster->StopBookie(cluster->IndexOf(lost));
+    LKV_ASSIGN_OR_FAIL(const LostCopy c,
+                       ClosedLedgerThatLostItsFirstBookie(*cluster, *client, kLast));
+    const uint64_t id = c.id;
+    const meta::v1::LedgerMetadata& before = c.before;
+    const std::string& lost = c.lost;
     for (int i = 0; i < cluster->size(); ++i) {
       if (cluster->bookie(i) != nullptr) {
         added_before[i] = BookieInfo(cluster->address(i)).entries_added();
@@ -187,11 +204,10 @@ TEST(LedgerRereplicationTest, ACasThatLostARaceIsRetriedOnTheSameReplacement) {
 TEST(LedgerRereplicationTest, ARunItsCallerStopsIsCancelledAndNamesNothing) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
   LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
-  const uint64_t id = WriteClosedLedger(*client, Quorums(3, 2, 2), 29);
-  ASSERT_NE(id, 0u);
-  LKV_ASSIGN_OR_FAIL(const auto before, client->GetLedgerMetadata(id));
-  const std::string lost = before.segments(0).bookies(0);
-  cluster->StopBookie(cluster->IndexOf(lost));
+  LKV_ASSIGN_OR_FAIL(const LostCopy c, ClosedLedgerThatLostItsFirstBookie(*cluster, *client, 29));
+  const uint64_t id = c.id;
+  const meta::v1::LedgerMetadata& before = c.before;
+  const std::string& lost = c.lost;
   int asked = 0;
   auto stopped = client->ReplaceBookie(id, lost, [&] { return ++asked < 1; });
   EXPECT_TRUE(absl::IsCancelled(stopped.status())) << stopped.status();

@@ -40,8 +40,34 @@ class ClusterFaultProcessTest : public ::testing::Test {
     if (HasFailure() && cluster_ != nullptr) ADD_FAILURE() << cluster_->LogTails();
   }
 
+  // With `writer` putting, kills (-9) the first bookie of the ensemble of
+  // the range log's current ledger, then waits for `more` acknowledged puts
+  // (the writer replaced the bookie). Sets ensemble_, ledger_ and victim_.
+  void KillTheLogsFirstBookieUnderLoad(AckedWriter& writer, int more) {
+    ASSERT_TRUE(writer.WaitForMore(50, absl::Seconds(30))) << "writes do not go through";
+    auto ensemble = cluster_->CurrentLogEnsemble(range_);
+    ASSERT_TRUE(ensemble.ok()) << ensemble.status();
+    ASSERT_EQ(ensemble->size(), 3u);
+    ensemble_ = *ensemble;
+    auto ledger = cluster_->CurrentLogLedger(range_);
+    ASSERT_TRUE(ledger.ok()) << ledger.status();
+    ledger_ = *ledger;
+    victim_ = ensemble_[0];
+    int victim_index = -1;
+    for (int i = 0; i < cluster_->bookie_count(); ++i) {
+      if (cluster_->bookie_id(i) == victim_) victim_index = i;
+    }
+    ASSERT_GE(victim_index, 0) << victim_;
+    cluster_->KillBookie(victim_index);
+    ASSERT_TRUE(writer.WaitForMore(more, absl::Seconds(30)))
+        << "writes stopped after one bookie of the ensemble died";
+  }
+
   std::unique_ptr<TestCluster> cluster_;
   uint64_t range_ = 0;
+  std::vector<std::string> ensemble_;
+  uint64_t ledger_ = 0;
+  std::string victim_;
 };
 
 TEST_F(ClusterFaultProcessTest, BookieKill9UnderLoad_E3Qw3Qa2_WritesContinueNothingLost) {
@@ -51,22 +77,9 @@ TEST_F(ClusterFaultProcessTest, BookieKill9UnderLoad_E3Qw3Qa2_WritesContinueNoth
   if (cluster_ == nullptr) return;
 
   AckedWriter writer(cluster_->Endpoints());
-  ASSERT_TRUE(writer.WaitForMore(50, absl::Seconds(30))) << "writes do not go through";
-  auto ensemble = cluster_->CurrentLogEnsemble(range_);
-  ASSERT_TRUE(ensemble.ok()) << ensemble.status();
-  ASSERT_EQ(ensemble->size(), 3u);
-  auto ledger = cluster_->CurrentLogLedger(range_);
-  ASSERT_TRUE(ledger.ok()) << ledger.status();
-  const std::string victim = (*ensemble)[0];
-  int victim_index = -1;
-  for (int i = 0; i < flags.bookies; ++i) {
-    if (cluster_->bookie_id(i) == victim) victim_index = i;
-  }
-  ASSERT_GE(victim_index, 0) << victim;
-
-  cluster_->KillBookie(victim_index);
-  ASSERT_TRUE(writer.WaitForMore(200, absl::Seconds(30)))
-      << "writes stopped after one bookie of the ensemble died";
+  KillTheLogsFirstBookieUnderLoad(writer, 200);
+  if (HasFatalFailure()) return;
+  const std::string& victim = victim_;
   writer.Stop();
   EXPECT_EQ(testing::CountUnreadable(cluster_->Endpoints(), writer.Acked()), 0)
       << "of " << writer.acked();
@@ -75,7 +88,7 @@ TEST_F(ClusterFaultProcessTest, BookieKill9UnderLoad_E3Qw3Qa2_WritesContinueNoth
   // bookie (the writer replaced it), unless the log rolled to a new ledger
   // placed on live bookies only.
   auto shown = cluster_->RunLedgerkv(
-      {"ledger", "--metadata", cluster_->MetadataUri(), "show", absl::StrCat(*ledger)});
+      {"ledger", "--metadata", cluster_->MetadataUri(), "show", absl::StrCat(ledger_)});
   ASSERT_TRUE(shown.ok()) << shown.status();
   std::vector<std::string> segments;
   for (absl::string_view line : absl::StrSplit(*shown, '\n')) {
@@ -102,24 +115,16 @@ TEST_F(ClusterFaultProcessTest, ALostBookieIsReplacedInClosedLedgersWithoutAnOpe
   if (cluster_ == nullptr) return;
 
   AckedWriter writer(cluster_->Endpoints());
-  ASSERT_TRUE(writer.WaitForMore(50, absl::Seconds(30))) << "writes do not go through";
-  auto ensemble = cluster_->CurrentLogEnsemble(range_);
-  ASSERT_TRUE(ensemble.ok()) << ensemble.status();
-  auto ledger = cluster_->CurrentLogLedger(range_);
-  ASSERT_TRUE(ledger.ok()) << ledger.status();
-  const std::string victim = (*ensemble)[0];
-  for (int i = 0; i < flags.bookies; ++i) {
-    if (cluster_->bookie_id(i) == victim) cluster_->KillBookie(i);
-  }
-  ASSERT_TRUE(writer.WaitForMore(100, absl::Seconds(30)))
-      << "writes stopped after one bookie of the ensemble died";
+  KillTheLogsFirstBookieUnderLoad(writer, 100);
+  if (HasFatalFailure()) return;
+  const std::string& victim = victim_;
   writer.Stop();
   // A clean stop closes the log's ledger; the restarted server leads.
   EXPECT_EQ(cluster_->TerminateServer(0), 0);
   ASSERT_TRUE(cluster_->StartServer(0).ok());
 
   auto load = [&]() -> absl::StatusOr<meta::v1::LedgerMetadata> {
-    auto got = cluster_->store().Get(cluster_->keys().Ledger(*ledger));
+    auto got = cluster_->store().Get(cluster_->keys().Ledger(ledger_));
     if (!got.ok()) return got.status();
     meta::v1::LedgerMetadata md;
     if (!md.ParseFromString(got->value)) return absl::DataLossError("unparsable");
@@ -155,7 +160,7 @@ TEST_F(ClusterFaultProcessTest, ALostBookieIsReplacedInClosedLedgersWithoutAnOpe
   // copy on the spare may have been on its way when the writer closed.)
   const std::string replacement = [&] {
     for (const std::string& b : md->segments(0).bookies()) {
-      if (std::count(ensemble->begin(), ensemble->end(), b) == 0) return b;
+      if (std::count(ensemble_.begin(), ensemble_.end(), b) == 0) return b;
     }
     return std::string();
   }();
@@ -168,7 +173,7 @@ TEST_F(ClusterFaultProcessTest, ALostBookieIsReplacedInClosedLedgersWithoutAnOpe
       md->segments_size() > 1 ? md->segments(1).first_entry_id() - 1 : md->last_entry_id();
   ASSERT_GE(last, 0) << md->ShortDebugString();
   auto read = cluster_->RunLedgerkv({"ledger", "--metadata", cluster_->MetadataUri(), "read",
-                                     absl::StrCat(*ledger), "--to", absl::StrCat(last)});
+                                     absl::StrCat(ledger_), "--to", absl::StrCat(last)});
   ASSERT_TRUE(read.ok()) << read.status();
   const int64_t lines = std::count(read->begin(), read->end(), '\n');
   EXPECT_EQ(lines, last + 1) << *read;

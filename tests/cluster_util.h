@@ -77,6 +77,7 @@ class TestCluster {
   void ContinueServer(int i);  // SIGCONT
   int TerminateServer(int i);  // SIGTERM; exit status
   void KillBookie(int i);
+  int bookie_count() const { return static_cast<int>(bookies_.size()); }
   const std::string& bookie_id(int i) const { return bookies_[i].id; }
 
   // The id of the only range of table `default`.
