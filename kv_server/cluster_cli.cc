@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,7 +21,7 @@ namespace ledgerkv::kv {
 const char kClusterCliUsage[] =
     "  cluster --metadata URI [--cluster NAME] [-o text|json] status\n"
     "      the cluster as the metadata store records it: controller, bookies (up, down,\n"
-    "      read-only), servers and how many ranges each is assigned, every range of every\n"
+    "      read-only; how many ledgers name each), servers and how many ranges each is assigned, every range of every\n"
     "      table with its owner, epoch and whether the owner is registered, and orphan\n"
     "      assignments. One line per item (-o json: one JSON object). URI: etcd://HOST:PORT\n"
     "      or embedded:///DIR (an existing embedded store, not open in another process).\n";
@@ -68,6 +69,7 @@ struct Bookie {
   std::string address;
   bool registered = false;
   bool read_only = false;
+  int ledgers = 0;  // ledgers whose metadata names it (any state)
 
   const char* State() const {
     if (!registered) return "down";
@@ -146,6 +148,23 @@ absl::Status Read(metadata::MetadataStore* store, const std::string& cluster, Cl
   });
   if (!status.ok()) return status;
 
+  // Ledgers naming each bookie: a down bookie still named has copies the
+  // controller's auditor has yet to move (docs/ledger-protocol.md, "The
+  // auditor"). A bookie named with neither cookie nor registration is
+  // listed too, down, without an address.
+  status = ForEach(store, keys.LedgersPrefix(), [&](std::string_view, const metadata::KeyValue& kv) {
+    uint64_t ledger_id = 0;
+    if (!keys.ParseLedgerKey(kv.key, &ledger_id)) return;  // not a ledger record
+    meta::LedgerMetadata ledger;
+    if (!ledger.ParseFromString(kv.value)) return bad(kv);
+    std::set<std::string> named;
+    for (const meta::Segment& segment : ledger.segments()) {
+      named.insert(segment.bookies().begin(), segment.bookies().end());
+    }
+    for (const std::string& id : named) ++view->bookies[id].ledgers;
+  });
+  if (!status.ok()) return status;
+
   // The key, not the record, names a registered server: liveness of an
   // assignment's owner is "servers/<its server id> exists".
   status = ForEach(store, keys.ServersPrefix(), [&](std::string_view id, const metadata::KeyValue& kv) {
@@ -202,7 +221,8 @@ std::string Text(const ClusterView& view) {
   for (const auto& [id, b] : view.bookies) ++(b.registered ? up : down);
   absl::StrAppend(&s, "bookies: ", up, " up, ", down, " down\n");
   for (const auto& [id, b] : view.bookies) {
-    absl::StrAppend(&s, "bookie ", E(id), " ", E(b.address), " ", b.State(), "\n");
+    absl::StrAppend(&s, "bookie ", E(id), " ", b.address.empty() ? "-" : E(b.address), " ",
+                    b.State(), " ledgers=", b.ledgers, "\n");
   }
   absl::StrAppend(&s, "servers: ", view.servers.size(), "\n");
   for (const Server& server : view.servers) {
@@ -255,7 +275,7 @@ std::string Json(const ClusterView& view) {
   for (const auto& [id, b] : view.bookies) {
     sep(&s, &first);
     absl::StrAppend(&s, "{\"id\":", Q(id), ",\"address\":", Q(b.address), ",\"state\":\"",
-                    b.State(), "\"}");
+                    b.State(), "\",\"ledgers\":", b.ledgers, "}");
   }
   first = true;
   absl::StrAppend(&s, "],\"servers\":[");

@@ -8,7 +8,8 @@
 //
 //   controller: <server id> <address>             (or "controller: none")
 //   bookies: <N> up, <M> down                     (read-only bookies are up)
-//   bookie <id> <address> up|down|read-only
+//   bookie <id> <address>|- up|down|read-only ledgers=<L>
+//                                                 (L: ledgers naming it)
 //   servers: <N>
 //   server <id> <address> ranges=<K>              (K: assignments naming it)
 //   tables: <N>
@@ -22,7 +23,10 @@
 // C-escaped (absl::CHexEscape, as DescribeRange does): non-printable and
 // non-ASCII bytes become \xNN, so a line never breaks and is plain ASCII.
 // A bookie is up while its ephemeral registration (bookies/<id>) exists,
-// down when only its durable cookie (cookies/<id>) is left. Ranges come
+// down when only its durable cookie (cookies/<id>) is left (or when only
+// ledgers name it: its address is then "-"). `ledgers` counts the ledgers
+// whose metadata names it: on a down bookie, copies the controller has yet
+// to re-replicate (or that open ledgers still hold). Ranges come
 // from the table records, in table name then key order; owner_live says
 // whether the assignment's server is registered (servers/<id>) now.
 // Assignments of ranges no table references are listed as orphans.
@@ -30,7 +34,7 @@
 // JSON output (-o json): one object with the same fields and the same
 // escaped strings:
 //   {"controller": {"server_id", "address"} | null,
-//    "bookies": [{"id", "address", "state"}], "servers": [{"id", "address", "ranges"}],
+//    "bookies": [{"id", "address", "state", "ledgers"}], "servers": [{"id", "address", "ranges"}],
 //    "tables": [{"name", "table_id", "ranges"}],
 //    "ranges": [{"range_id", "table", "start", "end", "owner", "address", "epoch",
 //                "owner_live"}],            (owner/address/epoch null when unassigned)

@@ -81,6 +81,23 @@ class ClusterCliTest : public ::testing::Test {
     Assign(1, "orders", "s1", "127.0.0.1:7001", 3);
     Assign(2, "orders", "s3", "127.0.0.1:7003", 2);  // s3 is not registered
     Assign(9, "gone", "s2", "127.0.0.1:7002", 1);    // no table has range 9
+
+    // b1 is named by both ledgers (twice by the first: counted once), b3 by
+    // the closed one, b9 (no cookie, no registration) by the open one.
+    Ledger(11, meta::CLOSED, {{"b1", "b3"}, {"b1", "b2"}});
+    Ledger(12, meta::OPEN, {{"b1", "b9"}});
+  }
+
+  void Ledger(uint64_t id, meta::LedgerState state,
+              const std::vector<std::vector<std::string>>& segments) {
+    meta::LedgerMetadata ledger;
+    ledger.set_id(id);
+    ledger.set_state(state);
+    for (const auto& bookies : segments) {
+      meta::Segment* segment = ledger.add_segments();
+      for (const std::string& b : bookies) segment->add_bookies(b);
+    }
+    Put(keys_.Ledger(id), ledger.SerializeAsString());
   }
 
   metadata::SessionId NewSession() {
@@ -156,10 +173,11 @@ TEST_F(ClusterCliTest, StatusShowsEveryRecordOneLinePerItem) {
   EXPECT_EQ(r.err, "");
   EXPECT_EQ(r.out,
             "controller: s1 127.0.0.1:7001\n"
-            "bookies: 2 up, 1 down\n"
-            "bookie b1 127.0.0.1:4001 up\n"
-            "bookie b2 127.0.0.1:4002 read-only\n"
-            "bookie b3 127.0.0.1:4003 down\n"
+            "bookies: 2 up, 2 down\n"
+            "bookie b1 127.0.0.1:4001 up ledgers=2\n"
+            "bookie b2 127.0.0.1:4002 read-only ledgers=1\n"
+            "bookie b3 127.0.0.1:4003 down ledgers=1\n"
+            "bookie b9 - down ledgers=1\n"
             "servers: 2\n"
             "server s1 127.0.0.1:7001 ranges=1\n"
             "server s2 127.0.0.1:7002 ranges=1\n"
@@ -183,8 +201,8 @@ TEST_F(ClusterCliTest, EndedSessionsShowAsDownBookieDeadOwnerAndNoController) {
   ASSERT_TRUE(store_->CloseSession(s1_).ok());
   Result r = Command(store_.get(), {"status"});
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.out, StartsWith("controller: none\nbookies: 1 up, 2 down\n"));
-  EXPECT_THAT(r.out, HasSubstr("bookie b1 127.0.0.1:4001 down\n"));
+  EXPECT_THAT(r.out, StartsWith("controller: none\nbookies: 1 up, 3 down\n"));
+  EXPECT_THAT(r.out, HasSubstr("bookie b1 127.0.0.1:4001 down ledgers=2\n"));
   EXPECT_THAT(r.out, HasSubstr("servers: 1\nserver s2 127.0.0.1:7002 ranges=1\ntables: 2\n"));
   EXPECT_THAT(r.out, HasSubstr("range 1 table=orders [, m\\x00\\xff) owner=s1 "
                                "address=127.0.0.1:7001 epoch=3 owner_live=no\n"));
@@ -208,9 +226,14 @@ TEST_F(ClusterCliTest, JsonHasTheSameFieldsAndParses) {
 
   const client::JsonValue* bookies = doc->Find("bookies");
   ASSERT_TRUE(bookies && bookies->is_array());
-  ASSERT_EQ(bookies->items().size(), 3u);
+  ASSERT_EQ(bookies->items().size(), 4u);
   EXPECT_EQ(str(bookies->items()[0].Find("id")), "b1");
   EXPECT_EQ(str(bookies->items()[0].Find("state")), "up");
+  EXPECT_EQ(num(bookies->items()[0].Find("ledgers")), 2);
+  EXPECT_EQ(num(bookies->items()[2].Find("ledgers")), 1);
+  EXPECT_EQ(str(bookies->items()[3].Find("id")), "b9");
+  EXPECT_EQ(str(bookies->items()[3].Find("address")), "");
+  EXPECT_EQ(str(bookies->items()[3].Find("state")), "down");
   EXPECT_EQ(str(bookies->items()[1].Find("state")), "read-only");
   EXPECT_EQ(str(bookies->items()[2].Find("address")), "127.0.0.1:4003");
   EXPECT_EQ(str(bookies->items()[2].Find("state")), "down");
@@ -303,8 +326,8 @@ TEST_F(ClusterCliTest, CliOnEmbeddedUriAfterTheWritersStopped) {
   store_.reset();
   Result r = Cli({"--metadata", "embedded://" + dir_.path(), "--cluster", kCluster, "status"});
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.out, StartsWith("controller: none\nbookies: 0 up, 3 down\n"
-                                "bookie b1 127.0.0.1:4001 down\n"));
+  EXPECT_THAT(r.out, StartsWith("controller: none\nbookies: 0 up, 4 down\n"
+                                "bookie b1 127.0.0.1:4001 down ledgers=2\n"));
   EXPECT_THAT(r.out, HasSubstr("servers: 0\ntables: 2\n"));
   EXPECT_THAT(r.out, HasSubstr(" owner=s1 address=127.0.0.1:7001 epoch=3 owner_live=no\n"));
   EXPECT_THAT(r.out, HasSubstr("orphan assignment 9 table=gone owner=s2 address=127.0.0.1:7002 "
