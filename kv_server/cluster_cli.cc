@@ -21,10 +21,11 @@ namespace ledgerkv::kv {
 const char kClusterCliUsage[] =
     "  cluster --metadata URI [--cluster NAME] [-o text|json] status\n"
     "      the cluster as the metadata store records it: controller, bookies (up, down,\n"
-    "      read-only; how many ledgers name each), servers and how many ranges each is assigned, every range of every\n"
-    "      table with its owner, epoch and whether the owner is registered, and orphan\n"
-    "      assignments. One line per item (-o json: one JSON object). URI: etcd://HOST:PORT\n"
-    "      or embedded:///DIR (an existing embedded store, not open in another process).\n";
+    "      read-only; how many ledgers name each), servers and how many ranges each is\n"
+    "      assigned, every range of every table with its owner, epoch and whether the\n"
+    "      owner is registered, and orphan assignments. One line per item (-o json: one\n"
+    "      JSON object). URI: etcd://HOST:PORT or embedded:///DIR (an existing embedded\n"
+    "      store, not open in another process).\n";
 
 namespace {
 
@@ -152,7 +153,8 @@ absl::Status Read(metadata::MetadataStore* store, const std::string& cluster, Cl
   // controller's auditor has yet to move (docs/ledger-protocol.md, "The
   // auditor"). A bookie named with neither cookie nor registration is
   // listed too, down, without an address.
-  status = ForEach(store, keys.LedgersPrefix(), [&](std::string_view, const metadata::KeyValue& kv) {
+  status = ForEach(store, keys.LedgersPrefix(), [&](std::string_view,
+                                                    const metadata::KeyValue& kv) {
     uint64_t ledger_id = 0;
     if (!keys.ParseLedgerKey(kv.key, &ledger_id)) return;  // not a ledger record
     meta::LedgerMetadata ledger;
