@@ -5,17 +5,18 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace ledgerkv {
 
 // True for a host that binds every interface and names no machine when
-// dialled: "0.0.0.0", "::", "[::]", "*" and "".
+// dialled: "*", "" and the unspecified address in any spelling ("0.0.0.0",
+// "0", "::", "[::]", "[::0]" ...).
 bool IsWildcardHost(absl::string_view host);
 
 // The host part of "host:port" (everything before the last colon, brackets
-// of an IPv6 host kept); all of `address` if it has no colon.
+// of an IPv6 host kept); all of `address` if it has no colon or is a
+// bracketed host alone ("[::1]").
 absl::string_view HostOf(absl::string_view address);
 
 // Checks, before anything is opened or bound, that a process listening on

@@ -5,7 +5,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "ledger/entry_format.h"
 #include "proto/metadata.pb.h"
 
 namespace ledgerkv::kv {
@@ -159,11 +159,7 @@ absl::Status Read(metadata::MetadataStore* store, const std::string& cluster, Cl
     if (!keys.ParseLedgerKey(kv.key, &ledger_id)) return;  // not a ledger record
     meta::LedgerMetadata ledger;
     if (!ledger.ParseFromString(kv.value)) return bad(kv);
-    std::set<std::string> named;
-    for (const meta::Segment& segment : ledger.segments()) {
-      named.insert(segment.bookies().begin(), segment.bookies().end());
-    }
-    for (const std::string& id : named) ++view->bookies[id].ledgers;
+    for (const std::string& id : ledger::BookiesNamed(ledger)) ++view->bookies[id].ledgers;
   });
   if (!status.ok()) return status;
 

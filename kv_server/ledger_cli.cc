@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
+#include "ledger/entry_format.h"
 #include "ledger/ledger_client.h"
 #include "metadata/open_store.h"
 #include "proto/metadata.pb.h"
@@ -322,12 +323,8 @@ std::string Plural(int64_t n, const char* what) {
 }
 
 bool NamesBookie(const LedgerMetadata& m, const std::string& bookie) {
-  for (const meta::v1::Segment& segment : m.segments()) {
-    for (const std::string& b : segment.bookies()) {
-      if (b == bookie) return true;
-    }
-  }
-  return false;
+  const std::vector<std::string> named = ledger::BookiesNamed(m);
+  return std::binary_search(named.begin(), named.end(), bookie);
 }
 
 // The ledgers whose metadata names `bookie`; an unparsable record is

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
-#include <set>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -11,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "ledger/entry_format.h"
 #include "ledger/ledger_client.h"
 #include "metadata/metadata_store.h"
 #include "proto/metadata.pb.h"
@@ -43,14 +43,8 @@ absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
     meta::v1::LedgerMetadata md;
     // Unparsable: `ledgerkv ledger list` reports it; nothing to act on.
     if (!md.ParseFromString(kv.value)) continue;
-    std::set<std::string> named;
-    for (const meta::v1::Segment& segment : md.segments()) {
-      for (const std::string& b : segment.bookies()) {
-        if (!live.contains(b)) named.insert(b);
-      }
-    }
-    for (const std::string& b : named) {
-      naming[b].emplace_back(id, md.state() == meta::v1::CLOSED);
+    for (const std::string& b : BookiesNamed(md)) {
+      if (!live.contains(b)) naming[b].emplace_back(id, md.state() == meta::v1::CLOSED);
     }
   }
 

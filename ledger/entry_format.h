@@ -11,6 +11,7 @@
 // field in its entry header).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -103,6 +104,17 @@ inline const meta::v1::Segment& SegmentFor(const meta::v1::LedgerMetadata& metad
 }
 
 // Instance id of ensemble index `i` of `segment` ("" when not recorded).
+// Every bookie some segment of `metadata` names, once each, sorted.
+inline std::vector<std::string> BookiesNamed(const meta::v1::LedgerMetadata& metadata) {
+  std::vector<std::string> named;
+  for (const meta::v1::Segment& segment : metadata.segments()) {
+    named.insert(named.end(), segment.bookies().begin(), segment.bookies().end());
+  }
+  std::sort(named.begin(), named.end());
+  named.erase(std::unique(named.begin(), named.end()), named.end());
+  return named;
+}
+
 inline const std::string& InstanceOf(const meta::v1::Segment& segment, int i) {
   static const std::string* const kEmpty = new std::string();
   return i < segment.bookie_instances_size() ? segment.bookie_instances(i) : *kEmpty;
