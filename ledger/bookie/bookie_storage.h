@@ -398,7 +398,9 @@ class BookieStorage {
   // journal_ when it is preallocated, else nullptr.
   PreallocatedJournalFile* prealloc_ = nullptr;
   uint64_t journal_number_ = 0;
-  std::string header_buf_;
+  // A batch's record headers and small payloads, written as one piece
+  // (WriteBatchToJournal). At most about max_batch_bytes.
+  std::string batch_buf_;
   // The journal ends with a synced batch that no sync mark or later batch
   // follows yet (sync mode only).
   bool unmarked_sync_ = false;

@@ -2,6 +2,7 @@
 // thread, read-only mode and checkpoints.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <iterator>
 #include <utility>
 
@@ -305,12 +306,28 @@ bool BookieStorage::WriteBatchToJournal(std::vector<std::unique_ptr<WriteRequest
       return false;
     }
   }
-  header_buf_.resize(records * kRecordHeaderSize);
+  // Headers, and payloads of up to kInlinePayloadBytes, are copied into one
+  // buffer: the batch's small records go to pwritev as one piece instead of
+  // two per record (the kernel's per-piece cost is what a 64-entry batch of
+  // 100-byte entries paid most for). Larger payloads stay where they are.
+  constexpr size_t kInlinePayloadBytes = 4096;
+  size_t buffered = 0;
+  for (auto& req : batch) {
+    for (const WriteItem& item : req->items) {
+      if (item.code != v1::CODE_UNSPECIFIED) continue;
+      buffered += kRecordHeaderSize;
+      if (item.kind != WriteItem::Kind::kFence && item.entry.payload.size() <= kInlinePayloadBytes) {
+        buffered += item.entry.payload.size();
+      }
+    }
+  }
+  batch_buf_.resize(buffered);
   std::vector<std::string_view> parts;
-  parts.reserve(records * 2);
   const uint64_t batch_offset = journal_->Size();
   uint64_t offset = batch_offset;
-  char* header = header_buf_.data();
+  char* const buf = batch_buf_.data();
+  size_t run_start = 0;  // the part of batch_buf_ not yet in `parts`
+  size_t used = 0;
   for (auto& req : batch) {
     for (WriteItem& item : req->items) {
       if (item.code != v1::CODE_UNSPECIFIED) continue;
@@ -327,15 +344,24 @@ bool BookieStorage::WriteBatchToJournal(std::vector<std::unique_ptr<WriteRequest
         h.entry_id = item.entry.entry_id;
         h.lac = item.entry.lac;
       }
-      EncodeRecordHeader(h, journal_number_, offset, header);
+      EncodeRecordHeader(h, journal_number_, offset, buf + used);
+      used += kRecordHeaderSize;
       const uint32_t size = static_cast<uint32_t>(kRecordHeaderSize + h.payload_size);
       item.location = Location{journal_number_, offset, size};
-      parts.emplace_back(header, kRecordHeaderSize);
-      if (h.payload_size > 0) parts.push_back(item.entry.payload);
-      header += kRecordHeaderSize;
+      if (h.payload_size > 0) {
+        if (h.payload_size <= kInlinePayloadBytes) {
+          std::memcpy(buf + used, item.entry.payload.data(), h.payload_size);
+          used += h.payload_size;
+        } else {
+          parts.emplace_back(buf + run_start, used - run_start);
+          parts.push_back(item.entry.payload);
+          run_start = used;
+        }
+      }
       offset += size;
     }
   }
+  if (used > run_start) parts.emplace_back(buf + run_start, used - run_start);
   absl::Status s = journal_->AppendV(parts);
   if (!s.ok()) {
     EnterReadOnly(absl::StrCat("journal write failed: ", s.ToString()));
