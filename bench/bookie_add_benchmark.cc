@@ -6,10 +6,16 @@
 // threads keep RPCs in flight so that group commit can share syncs.
 // BM_BookieAddLocal: the same through BookieServer::LocalAdd (no gRPC), the
 // path of standalone's in-process bookies.
+//
+// BM_AddPortCodec/<way>/entries:N/bytes:B (no bookie, no disk): the CPU an
+// add port request costs to parse and its reply to build, the bookie's
+// share and the writer's, with the generated messages (way 0) and with
+// proto/add_wire.h (way 1), which the add port uses; docs/performance.md.
 #include <atomic>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -19,6 +25,7 @@
 #include "bench/gbench_util.h"
 #include "grpcpp/grpcpp.h"
 #include "ledger/bookie/bookie_server.h"
+#include "proto/add_wire.h"
 #include "proto/bookie.grpc.pb.h"
 
 namespace ledgerkv::bench {
@@ -151,6 +158,78 @@ void AddMatrix(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_BookieAdd)->Apply(AddMatrix);
 BENCHMARK(BM_BookieAddLocal)->Apply(AddMatrix);
+
+// One add port exchange: the bookie parses the request and builds and
+// encodes the reply; the writer parses the reply. Way 0 with the generated
+// messages, way 1 with add_wire (the body bytes are the same either way).
+void BM_AddPortCodec(benchmark::State& state) {
+  const bool direct = state.range(0) == 1;
+  const int entries = static_cast<int>(state.range(1));
+  const size_t bytes = static_cast<size_t>(state.range(2));
+  pb::AddRequest request;
+  request.set_expected_instance_id("0123456789abcdef0123456789abcdef");
+  for (int i = 0; i < entries; ++i) {
+    pb::Entry* e = request.add_entries();
+    e->set_ledger_id(1234);
+    e->set_entry_id(1000000 + i);
+    e->set_lac(999999 + i);
+    e->set_payload(std::string(bytes, 'v'));
+    e->set_checksum(EntryChecksum(e->ledger_id(), e->entry_id(), e->lac(), e->payload()));
+  }
+  const std::string body = request.SerializeAsString();
+  std::string reply;
+  uint64_t checked = 0;
+  for (auto _ : state) {
+    if (direct) {
+      const std::string copy = body;  // the add port copies the frame body
+      addwire::AddRequestRef parsed;
+      if (!addwire::ParseAddRequest(copy, &parsed)) {
+        FailBenchmark(state, "ParseAddRequest refused the request");
+        break;
+      }
+      std::vector<addwire::AddResultRef> results(parsed.entries.size());
+      for (size_t i = 0; i < results.size(); ++i) {
+        results[i] = {parsed.entries[i].ledger_id, parsed.entries[i].entry_id, pb::OK};
+      }
+      reply.resize(addwire::AddResponseSize(results));
+      addwire::EncodeAddResponse(results, reply.data());
+      std::vector<addwire::AddResultRef> got;
+      if (!addwire::ParseAddResponse(reply, &got)) {
+        FailBenchmark(state, "ParseAddResponse refused the reply");
+        break;
+      }
+      checked += got.size();
+    } else {
+      pb::AddRequest parsed;
+      if (!parsed.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+        FailBenchmark(state, "ParseFromArray refused the request");
+        break;
+      }
+      pb::AddResponse resp;
+      for (const pb::Entry& e : parsed.entries()) {
+        pb::AddResult* r = resp.add_results();
+        r->set_ledger_id(e.ledger_id());
+        r->set_entry_id(e.entry_id());
+        r->set_code(pb::OK);
+      }
+      reply.resize(resp.ByteSizeLong());
+      resp.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(reply.data()));
+      pb::AddResponse got;
+      if (!got.ParseFromString(reply)) {
+        FailBenchmark(state, "ParseFromString refused the reply");
+        break;
+      }
+      checked += static_cast<uint64_t>(got.results_size());
+    }
+  }
+  if (checked != static_cast<uint64_t>(state.iterations()) * static_cast<uint64_t>(entries)) {
+    FailBenchmark(state, "a reply lost results");
+  }
+  state.SetItemsProcessed(state.iterations() * entries);
+}
+BENCHMARK(BM_AddPortCodec)
+    ->ArgNames({"way", "entries", "bytes"})
+    ->ArgsProduct({{0, 1}, {64}, {100, 4096}});
 
 }  // namespace
 }  // namespace ledgerkv::bench

@@ -32,6 +32,7 @@ struct AddChannel::Stub {
 
 struct AddChannel::RpcCall {
   grpc::ClientContext ctx;
+  bookie::v1::AddResponse response;
 };
 
 AddChannel::AddChannel(std::string address, std::shared_ptr<grpc::Channel> channel,
@@ -95,8 +96,8 @@ void AddChannel::SendLocked(FrameConn* conn, uint64_t id, const bookie::v1::AddR
   });
 }
 
-void AddChannel::Add(uint64_t id, const bookie::v1::AddRequest& request,
-                     bookie::v1::AddResponse* response, absl::Time deadline, Done done) {
+void AddChannel::Add(uint64_t id, const bookie::v1::AddRequest& request, Results* results,
+                     absl::Time deadline, Done done) {
   grpc::Status fail;
   {
     absl::MutexLock l(&mu_);
@@ -113,7 +114,7 @@ void AddChannel::Add(uint64_t id, const bookie::v1::AddRequest& request,
     } else if (mode_ != Mode::kRpc) {
       in_transit_.erase(id);
       Pending& p = pending_[id];
-      p = Pending{&request, response, deadline, std::move(done)};
+      p = Pending{&request, results, deadline, std::move(done)};
       if (conn_ != nullptr) {
         p.sent = absl::Now();
         SendLocked(conn_.get(), id, request);
@@ -129,11 +130,11 @@ void AddChannel::Add(uint64_t id, const bookie::v1::AddRequest& request,
     done(fail);
     return;
   }
-  AddByRpc(id, request, response, deadline, std::move(done));
+  AddByRpc(id, request, results, deadline, std::move(done));
 }
 
-void AddChannel::AddByRpc(uint64_t id, const bookie::v1::AddRequest& request,
-                          bookie::v1::AddResponse* response, absl::Time deadline, Done done) {
+void AddChannel::AddByRpc(uint64_t id, const bookie::v1::AddRequest& request, Results* results,
+                          absl::Time deadline, Done done) {
   auto call = std::make_shared<RpcCall>();
   call->ctx.set_deadline(absl::ToChronoTime(deadline));
   bool cancelled;
@@ -147,12 +148,23 @@ void AddChannel::AddByRpc(uint64_t id, const bookie::v1::AddRequest& request,
     done(grpc::Status(grpc::StatusCode::CANCELLED, "add cancelled"));
     return;
   }
+  // rpc_calls_ holds `call` until the callback below takes it out.
+  RpcCall* const rpc = call.get();
   stub_->stub->async()->Add(
-      &call->ctx, &request, response, [this, id, done = std::move(done)](grpc::Status status) {
+      &rpc->ctx, &request, &rpc->response,
+      [this, id, rpc, results, done = std::move(done)](grpc::Status status) {
+        if (status.ok()) AppendResults(rpc->response, results);
         done(status);
         absl::MutexLock l(&mu_);
         rpc_calls_.erase(id);
       });
+}
+
+void AddChannel::AppendResults(const bookie::v1::AddResponse& response, Results* out) {
+  out->reserve(out->size() + static_cast<size_t>(response.results_size()));
+  for (const bookie::v1::AddResult& r : response.results()) {
+    out->push_back(addwire::AddResultRef{r.ledger_id(), r.entry_id(), r.code()});
+  }
 }
 
 void AddChannel::Cancel(uint64_t id) {
@@ -279,7 +291,7 @@ void AddChannel::Loop() {
         }
         mu_.Unlock();
         for (auto& [id, p] : moved) {
-          AddByRpc(id, *p.request, p.response, p.deadline, std::move(p.done));
+          AddByRpc(id, *p.request, p.results, p.deadline, std::move(p.done));
         }
         mu_.Lock();
         continue;
@@ -320,7 +332,7 @@ void AddChannel::Loop() {
                               absl::StrCat("bookie ", address_, " replied with status ", f.status));
       } else if (f.status != 0) {
         status = grpc::Status(static_cast<grpc::StatusCode>(f.status), std::string(f.body));
-      } else if (!p.response->ParseFromArray(f.body.data(), static_cast<int>(f.body.size()))) {
+      } else if (!addwire::ParseAddResponse(f.body, p.results)) {
         status = grpc::Status(grpc::StatusCode::INTERNAL,
                               absl::StrCat("bookie ", address_, " sent an unparsable AddResponse"));
       }
@@ -421,7 +433,7 @@ void AddChannel::Loop() {
       mu_.Unlock();
       run();
       for (auto& [id, p] : to_rpc) {
-        AddByRpc(id, *p.request, p.response, p.deadline, std::move(p.done));
+        AddByRpc(id, *p.request, p.results, p.deadline, std::move(p.done));
       }
       mu_.Lock();
     }

@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "proto/add_wire.h"
 
 namespace grpc {
 class Channel;
@@ -64,13 +65,19 @@ class AddChannel {
   // that comes first is not lost).
   uint64_t NewCallId();
 
+  // The results of one add: one per entry, in request order (the reply's
+  // AddResponse, parsed without message objects, proto/add_wire.h).
+  using Results = std::vector<addwire::AddResultRef>;
+  // Appends the results of `response` (an Add RPC's) to `out`.
+  static void AppendResults(const bookie::v1::AddResponse& response, Results* out);
+
   // Sends `request` (kept alive by the caller until `done`) and fills
-  // `response` from the reply. `done` runs exactly once, on the channel's
-  // thread, a gRPC thread or inline: OK once `response` is filled; else
+  // `results` from the reply. `done` runs exactly once, on the channel's
+  // thread, a gRPC thread or inline: OK once `results` is filled; else
   // UNAVAILABLE (no connection, or it broke: the request may or may not
   // have been stored), DEADLINE_EXCEEDED past `deadline`, CANCELLED by
   // Cancel, or the bookie's own error status.
-  void Add(uint64_t id, const bookie::v1::AddRequest& request, bookie::v1::AddResponse* response,
+  void Add(uint64_t id, const bookie::v1::AddRequest& request, Results* results,
            absl::Time deadline, Done done);
 
   // Ends call `id` with CANCELLED if it is still pending (runs its `done`
@@ -88,7 +95,7 @@ class AddChannel {
  private:
   struct Pending {
     const bookie::v1::AddRequest* request = nullptr;
-    bookie::v1::AddResponse* response = nullptr;
+    Results* results = nullptr;
     absl::Time deadline;
     Done done;
     // When it was handed to the current connection (InfiniteFuture while
@@ -104,8 +111,8 @@ class AddChannel {
   absl::Status Connect(std::unique_ptr<FrameConn>* conn, Mode* mode);
   void SendLocked(FrameConn* conn, uint64_t id, const bookie::v1::AddRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AddByRpc(uint64_t id, const bookie::v1::AddRequest& request,
-                bookie::v1::AddResponse* response, absl::Time deadline, Done done);
+  void AddByRpc(uint64_t id, const bookie::v1::AddRequest& request, Results* results,
+                absl::Time deadline, Done done);
   // Moves every pending call into `out` with `status`.
   void FailAllLocked(const grpc::Status& status, std::vector<std::pair<Done, grpc::Status>>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -285,7 +285,7 @@ TEST(AddPortTest, CancelsOfEndedCallsLeaveNothingBehindAndEarlyCancelsStillWork)
                      absl::Seconds(10));
   const bookie::v1::AddRequest request;  // no entries: answered at once
   for (int i = 0; i < 50; ++i) {
-    bookie::v1::AddResponse response;
+    AddChannel::Results response;
     absl::Notification done;
     grpc::Status status;
     const uint64_t id = channel.NewCallId();
@@ -306,7 +306,7 @@ TEST(AddPortTest, CancelsOfEndedCallsLeaveNothingBehindAndEarlyCancelsStillWork)
   const uint64_t id = channel.NewCallId();
   channel.Cancel(id);
   EXPECT_EQ(channel.cancel_marks_for_test(), 1u);
-  bookie::v1::AddResponse response;
+  AddChannel::Results response;
   grpc::Status status;
   bool ran = false;
   channel.Add(id, request, &response, absl::Now() + absl::Seconds(10),
@@ -323,7 +323,7 @@ TEST(AddPortTest, CancelsOfEndedCallsLeaveNothingBehindAndEarlyCancelsStillWork)
 // entries: answered at once) unless an entry is put in.
 struct ChannelCall {
   bookie::v1::AddRequest request;
-  bookie::v1::AddResponse response;
+  AddChannel::Results response;
   grpc::Status status;
   absl::Notification done;
 
@@ -870,13 +870,14 @@ TEST(AddPortTest, RequestsWithTheStorageAreBoundedAcrossConnections) {
     for (ChannelCall& call : c) {
       ASSERT_TRUE(call.done.WaitForNotificationWithTimeout(absl::Seconds(30)));
       ASSERT_TRUE(call.status.ok()) << call.status.error_message();
-      ASSERT_EQ(call.response.results_size(), 1);
-      EXPECT_EQ(call.response.results(0).code(), bookie::v1::OK);
+      ASSERT_EQ(call.response.size(), 1u);
+      EXPECT_EQ(call.response[0].code, bookie::v1::OK);
     }
   }
   ASSERT_TRUE(newcomer.done.WaitForNotificationWithTimeout(absl::Seconds(30)));
   ASSERT_TRUE(newcomer.status.ok()) << newcomer.status.error_message();
-  EXPECT_EQ(newcomer.response.results(0).code(), bookie::v1::OK);
+  ASSERT_EQ(newcomer.response.size(), 1u);
+  EXPECT_EQ(newcomer.response[0].code, bookie::v1::OK);
   EXPECT_EQ(taken(), static_cast<uint64_t>(kChannels * kCalls + 1))
       << "the newcomer's add did not come through the add port";
 }

@@ -202,7 +202,12 @@ void WriterState::SendAll(std::vector<AddCall*> calls) {
       // on its journal thread (no deadline: a local disk that never answers
       // fails nothing else either; Shutdown waits for the answer).
       call->conn->local_add(call->request, &call->response,
-                            [this, call](const grpc::Status& status) { OnAddDone(call, status); });
+                            [this, call](const grpc::Status& status) {
+                              if (status.ok()) {
+                                AddChannel::AppendResults(call->response, &call->results);
+                              }
+                              OnAddDone(call, status);
+                            });
       continue;
     }
     if (call->conn->add_channel) {
@@ -216,14 +221,19 @@ void WriterState::SendAll(std::vector<AddCall*> calls) {
       // Missed by a CancelAndDrainCalls that read add_id before the store:
       // the mark makes Add end it at once instead of at the deadline.
       if (cancelling_.load()) channel.Cancel(id);
-      channel.Add(id, call->request, &call->response, deadline,
+      channel.Add(id, call->request, &call->results, deadline,
                   [this, call](const grpc::Status& status) { OnAddDone(call, status); });
       continue;
     }
     call->ctx.set_deadline(absl::ToChronoTime(deadline));
     const bool started = call->conn->StartCall([this, call] {
       call->conn->stub->async()->Add(&call->ctx, &call->request, &call->response,
-                                     [this, call](grpc::Status status) { OnAddDone(call, status); });
+                                     [this, call](grpc::Status status) {
+                                       if (status.ok()) {
+                                         AddChannel::AppendResults(call->response, &call->results);
+                                       }
+                                       OnAddDone(call, status);
+                                     });
     });
     if (!started) OnAddDone(call, ShutDownStatus(*call->conn));
   }
@@ -261,13 +271,14 @@ void WriterState::HandleAddReplyLocked(const AddCall& call_ref, const grpc::Stat
                                             status.error_message(), " (gRPC code ",
                                             static_cast<int>(status.error_code()), ")"));
   } else {
-    const auto& results = call->response.results();
+    const AddChannel::Results& results = call->results;
     for (size_t k = 0; k < call->adds.size(); ++k) {
       const int64_t entry_id = call->adds[k]->entry_id;
       // Bookies answer one result per entry, in request order.
-      const bool answered = k < static_cast<size_t>(results.size()) &&
-                            results[k].ledger_id() == id_ && results[k].entry_id() == entry_id;
-      const Code code = answered ? results[k].code() : Code::CODE_UNSPECIFIED;
+      const bool answered = k < results.size() && results[k].ledger_id == id_ &&
+                            results[k].entry_id == entry_id;
+      const Code code =
+          answered ? static_cast<Code>(results[k].code) : Code::CODE_UNSPECIFIED;
       if (code == Code::OK) {
         AckLocked(*call->adds[k], call->slot);
       } else if (code == Code::FENCED) {

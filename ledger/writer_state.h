@@ -54,6 +54,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/client_context.h"
+#include "ledger/add_channel.h"
 #include "ledger/client_core.h"
 #include "ledger/ledger_writer.h"
 #include "proto/bookie.pb.h"
@@ -126,6 +127,10 @@ class WriterState {
     // before the send, so that a cancel can name it).
     std::atomic<uint64_t> add_id{0};
     bookie::v1::AddRequest request;
+    // The reply: `results` (one per entry, in request order) once the call
+    // ended OK. The add channel fills it; the Add RPC and local_add fill
+    // `response`, copied into `results` when they end.
+    AddChannel::Results results;
     bookie::v1::AddResponse response;
     std::vector<std::shared_ptr<PendingAdd>> adds;  // in request order
     std::shared_ptr<BookieConn> conn;

@@ -24,7 +24,7 @@
 #include "base/fault_point.h"
 #include "base/frame_conn.h"
 #include "grpcpp/support/status.h"
-#include "proto/bookie.pb.h"
+#include "proto/add_wire.h"
 
 namespace ledgerkv::bookie {
 namespace {
@@ -86,8 +86,11 @@ struct ServerCall {
   int64_t bytes = 0;      // counted in in_flight and budget
   std::string bookie_id;  // fault-point argument
   uint64_t id = 0;
-  v1::AddRequest request;
-  v1::AddResponse response;
+  // The request's bytes (a copy of the frame body), which the parsed
+  // request and the storage view until the call ends.
+  std::string body;
+  addwire::AddRequestRef request;
+  std::vector<v1::Code> codes;  // set with an OK status
 };
 
 // Ends `call`: replies, releases its in-flight bytes (waking the
@@ -99,10 +102,14 @@ void Reply(ServerCall* call, const grpc::Status& status) {
   // when the network drops it or the bookie stalls.
   if (LEDGERKV_FAULT("bookie.add_port.drop_reply", call->bookie_id)) return;
   if (status.ok()) {
-    const size_t n = call->response.ByteSizeLong();
-    call->conn->Send(call->id, 0, n, [&](char* p) {
-      call->response.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(p));
-    });
+    // The AddResponse: one result per entry, in request order.
+    std::vector<addwire::AddResultRef> results(call->codes.size());
+    for (size_t i = 0; i < results.size() && i < call->request.entries.size(); ++i) {
+      const addwire::EntryRef& e = call->request.entries[i];
+      results[i] = addwire::AddResultRef{e.ledger_id, e.entry_id, call->codes[i]};
+    }
+    call->conn->Send(call->id, 0, addwire::AddResponseSize(results),
+                     [&](char* p) { addwire::EncodeAddResponse(results, p); });
     return;
   }
   call->conn->Send(call->id, static_cast<uint32_t>(status.error_code()), status.error_message());
@@ -176,7 +183,7 @@ absl::StatusOr<std::pair<int, int>> Listen(const std::string& listen) {
 
 }  // namespace
 
-AddServer::AddServer(int listen_fd, int port, LocalAddFunction add, std::string bookie_id,
+AddServer::AddServer(int listen_fd, int port, AddEntriesFunction add, std::string bookie_id,
                      AddServerLimits limits)
     : listen_fd_(listen_fd),
       port_(port),
@@ -187,7 +194,7 @@ AddServer::AddServer(int listen_fd, int port, LocalAddFunction add, std::string 
       budget_(std::make_shared<AddBudget>(limits.max_in_flight_bytes)) {}
 
 absl::StatusOr<std::unique_ptr<AddServer>> AddServer::Start(const std::string& listen,
-                                                            LocalAddFunction add,
+                                                            AddEntriesFunction add,
                                                             std::string bookie_id,
                                                             AddServerLimits limits) {
   if (limits.max_connections == 0 || limits.hello_timeout <= absl::ZeroDuration() ||
@@ -321,13 +328,23 @@ void AddServer::Serve(std::shared_ptr<FrameConn> conn) {
       budget_->bytes.fetch_add(call->bytes);
       call->id = f.id;
       if (FaultPoints::Get().AnyArmed()) call->bookie_id = bookie_id_;
-      if (!call->request.ParseFromArray(f.body.data(), static_cast<int>(f.body.size()))) {
+      call->body.assign(f.body.data(), f.body.size());
+      if (!addwire::ParseAddRequest(call->body, &call->request)) {
         Finish(call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unparsable AddRequest"));
         continue;
       }
+      std::vector<EntryView> entries(call->request.entries.size());
+      for (size_t i = 0; i < entries.size(); ++i) {
+        const addwire::EntryRef& e = call->request.entries[i];
+        entries[i] = EntryView{e.ledger_id, e.entry_id, e.lac, e.checksum, e.payload};
+      }
       // Answered once, on the storage's commit path (or inline); `call`
-      // keeps the request (whose payloads the storage views) alive until then.
-      add_(call->request, &call->response, [call](const grpc::Status& s) { Finish(call, s); });
+      // keeps the body (which the storage views) alive until then.
+      add_(call->request.expected_instance_id, call->request.recovery, std::move(entries),
+           [call](const grpc::Status& s, std::vector<v1::Code> codes) {
+             call->codes = std::move(codes);
+             Finish(call, s);
+           });
     }
     if (!status.ok()) break;
     // A peer that connects and never says hello (or says half of it) does

@@ -1,8 +1,9 @@
 // AddServer: the bookie's add port (docs/add-transport.md). It takes Add
-// requests over plain TCP frames (base/frame_conn.h) and hands each one to
-// the bookie's own Add (BookieServer::LocalAdd: the same checks, fault
-// points and storage call as the Add RPC, answered after the fdatasync),
-// replying from the storage's commit path without a thread hand-off.
+// requests over plain TCP frames (base/frame_conn.h), parses each into
+// views of its bytes (proto/add_wire.h) and hands it to the bookie's own
+// Add (BookieServiceImpl::AddEntries: the same checks, fault points and
+// storage call as the Add RPC, answered after the fdatasync), replying from
+// the storage's commit path without a thread hand-off.
 //
 // Threads: one accepting, one per connection (reading requests, and
 // writing replies the socket could not take at once).
@@ -11,14 +12,18 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/time/time.h"
+#include "grpcpp/support/status.h"
 #include "ledger/bookie/bookie_server.h"
+#include "ledger/bookie/bookie_storage.h"
 
 namespace ledgerkv {
 class FrameConn;
@@ -27,6 +32,15 @@ class FrameConn;
 namespace ledgerkv::bookie {
 
 struct AddBudget;
+
+// How the add port hands over a parsed request: BookieServer wires it to
+// BookieServiceImpl::AddEntries, through its serving gate. `done` gets the
+// status the Add RPC would end with and, when OK, one code per entry.
+using AddEntriesDone =
+    absl::AnyInvocable<void(const grpc::Status& status, std::vector<v1::Code> codes) &&>;
+using AddEntriesFunction =
+    std::function<void(std::string_view expected_instance_id, bool recovery,
+                       std::vector<EntryView> entries, AddEntriesDone done)>;
 
 struct AddServerLimits {
   // Connections beyond this many are closed at once (each costs a thread
@@ -49,7 +63,7 @@ class AddServer {
   //   bookie.add_port.stop_reading  a greeted connection reads nothing more
   //                                 (checked at least every 500 ms).
   static absl::StatusOr<std::unique_ptr<AddServer>> Start(const std::string& listen,
-                                                          LocalAddFunction add,
+                                                          AddEntriesFunction add,
                                                           std::string bookie_id,
                                                           AddServerLimits limits = {});
   ~AddServer();  // Shutdown()
@@ -64,7 +78,7 @@ class AddServer {
   void Shutdown();
 
  private:
-  AddServer(int listen_fd, int port, LocalAddFunction add, std::string bookie_id,
+  AddServer(int listen_fd, int port, AddEntriesFunction add, std::string bookie_id,
             AddServerLimits limits);
   void AcceptLoop();
   // Joins the threads of connections that ended and forgets them.
@@ -77,7 +91,7 @@ class AddServer {
   const int listen_fd_;
   const int port_;
   const int wake_fd_;  // eventfd: wakes the accept loop on Shutdown
-  const LocalAddFunction add_;
+  const AddEntriesFunction add_;
   const std::string bookie_id_;
   const AddServerLimits limits_;
   // Shared with the calls, whose replies may run after the server is gone.

@@ -130,11 +130,20 @@ absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions 
     // the RPCs are.
     // The service outlives the add server's threads (Shutdown joins them
     // before it resets the service).
-    LocalAddFunction add = [local = s->LocalAdd(), service = s->service_.get()](
-                               const v1::AddRequest& request, v1::AddResponse* response,
-                               std::function<void(const grpc::Status&)> done) {
+    AddEntriesFunction add = [gate = s->local_gate_, service = s->service_.get()](
+                                 std::string_view expected_instance_id, bool recovery,
+                                 std::vector<EntryView> entries, AddEntriesDone done) {
       service->CountAddPortRequest();
-      local(request, response, std::move(done));
+      // The gate of LocalAdd: after Shutdown begins, UNAVAILABLE.
+      gate->active.fetch_add(1);
+      BookieServiceImpl* serving = gate->service.load();
+      if (serving == nullptr) {
+        gate->active.fetch_sub(1);
+        std::move(done)(grpc::Status(grpc::StatusCode::UNAVAILABLE, "bookie is shutting down"), {});
+        return;
+      }
+      serving->AddEntries(expected_instance_id, recovery, std::move(entries), std::move(done));
+      gate->active.fetch_sub(1);
     };
     AddServerLimits limits;
     limits.max_connections = s->options_.add_port_max_connections;

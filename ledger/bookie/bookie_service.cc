@@ -41,7 +41,7 @@ bool BookieServiceImpl::Admit(grpc::ServerUnaryReactor* reactor) const {
   return false;
 }
 
-bool BookieServiceImpl::InstanceMismatch(const std::string& expected) const {
+bool BookieServiceImpl::InstanceMismatch(std::string_view expected) const {
   return !expected.empty() && expected != storage_->instance_id();
 }
 
@@ -56,43 +56,50 @@ grpc::ServerUnaryReactor* BookieServiceImpl::Add(grpc::CallbackServerContext* ct
 
 void BookieServiceImpl::AddDirect(const v1::AddRequest& req, v1::AddResponse* resp,
                                   absl::AnyInvocable<void(const grpc::Status&) &&> finish) {
-  if (!serving_.load(std::memory_order_acquire)) {
-    std::move(finish)(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                   "bookie is starting: its identity is not verified yet"));
-    return;
-  }
-  if (LEDGERKV_FAULT("bookie.add.drop_request", bookie_id())) {
-    std::move(finish)(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                   "add request dropped (fault point bookie.add.drop_request)"));
-    return;
-  }
-  if (InstanceMismatch(req.expected_instance_id())) {
-    for (const v1::Entry& e : req.entries()) {
-      v1::AddResult* r = resp->add_results();
-      r->set_ledger_id(e.ledger_id());
-      r->set_entry_id(e.entry_id());
-      r->set_code(v1::INSTANCE_MISMATCH);
-    }
-    std::move(finish)(grpc::Status::OK);
-    return;
-  }
   std::vector<EntryView> entries;
   entries.reserve(req.entries_size());
   for (const v1::Entry& e : req.entries()) {
     // Views into the request, alive until finish.
     entries.push_back(EntryView{e.ledger_id(), e.entry_id(), e.lac(), e.checksum(), e.payload()});
   }
-  storage_->Add(std::move(entries), req.recovery(),
-                [&req, resp, finish = std::move(finish)](std::vector<Code> codes) mutable {
-                  resp->mutable_results()->Reserve(static_cast<int>(codes.size()));
-                  for (size_t i = 0; i < codes.size(); ++i) {
-                    const v1::Entry& e = req.entries(static_cast<int>(i));
-                    v1::AddResult* r = resp->add_results();
-                    r->set_ledger_id(e.ledger_id());
-                    r->set_entry_id(e.entry_id());
-                    r->set_code(codes[i]);
-                  }
-                  std::move(finish)(grpc::Status::OK);
+  AddEntries(req.expected_instance_id(), req.recovery(), std::move(entries),
+             [&req, resp, finish = std::move(finish)](const grpc::Status& status,
+                                                      std::vector<Code> codes) mutable {
+               if (status.ok()) {
+                 resp->mutable_results()->Reserve(static_cast<int>(codes.size()));
+                 for (size_t i = 0; i < codes.size(); ++i) {
+                   const v1::Entry& e = req.entries(static_cast<int>(i));
+                   v1::AddResult* r = resp->add_results();
+                   r->set_ledger_id(e.ledger_id());
+                   r->set_entry_id(e.entry_id());
+                   r->set_code(codes[i]);
+                 }
+               }
+               std::move(finish)(status);
+             });
+}
+
+void BookieServiceImpl::AddEntries(std::string_view expected_instance_id, bool recovery,
+                                   std::vector<EntryView> entries, AddEntriesCallback done) {
+  if (!serving_.load(std::memory_order_acquire)) {
+    std::move(done)(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                 "bookie is starting: its identity is not verified yet"),
+                    {});
+    return;
+  }
+  if (LEDGERKV_FAULT("bookie.add.drop_request", bookie_id())) {
+    std::move(done)(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                 "add request dropped (fault point bookie.add.drop_request)"),
+                    {});
+    return;
+  }
+  if (InstanceMismatch(expected_instance_id)) {
+    std::move(done)(grpc::Status::OK, std::vector<Code>(entries.size(), v1::INSTANCE_MISMATCH));
+    return;
+  }
+  storage_->Add(std::move(entries), recovery,
+                [done = std::move(done)](std::vector<Code> codes) mutable {
+                  std::move(done)(grpc::Status::OK, std::move(codes));
                 });
 }
 

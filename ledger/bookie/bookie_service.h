@@ -24,6 +24,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
@@ -81,8 +83,18 @@ class BookieServiceImpl final : public v1::Bookie::CallbackService {
   void AddDirect(const v1::AddRequest& req, v1::AddResponse* resp,
                  absl::AnyInvocable<void(const grpc::Status&) &&> finish);
 
+  // What AddDirect runs, for a request already parsed into views (the add
+  // port: proto/add_wire.h). `done` gets the status the RPC would end with
+  // and, when it is OK, one code per entry in request order (on the
+  // journal thread after the fdatasync, or inline). The viewed bytes must
+  // stay alive until then.
+  using AddEntriesCallback =
+      absl::AnyInvocable<void(const grpc::Status& status, std::vector<Code> codes) &&>;
+  void AddEntries(std::string_view expected_instance_id, bool recovery,
+                  std::vector<EntryView> entries, AddEntriesCallback done);
+
  private:
-  bool InstanceMismatch(const std::string& expected) const;
+  bool InstanceMismatch(std::string_view expected) const;
   // False (after finishing the reactor UNAVAILABLE) before StartServing.
   bool Admit(grpc::ServerUnaryReactor* reactor) const;
   // Runs the fence part of Read/ReadLac, then `then` (on the writer thread)
