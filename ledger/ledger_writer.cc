@@ -18,16 +18,16 @@ meta::v1::LedgerMetadata LedgerWriter::metadata() const { return state_->metadat
 
 WriterStats LedgerWriter::stats() const { return state_->stats(); }
 
-void LedgerWriter::AppendAsync(std::string payload, AddCallback done) {
-  state_->AppendAsync(std::move(payload), std::move(done));
+void LedgerWriter::AppendAsync(std::string_view payload, AddCallback done) {
+  state_->AppendAsync(payload, std::move(done));
 }
 
 void LedgerWriter::SendHeldAppends() { state_->SendHeldAppends(); }
 
-absl::StatusOr<int64_t> LedgerWriter::Append(std::string payload) {
+absl::StatusOr<int64_t> LedgerWriter::Append(std::string_view payload) {
   absl::Notification added;
   absl::StatusOr<int64_t> result;
-  state_->AppendAsync(std::move(payload), [&](absl::StatusOr<int64_t> r) {
+  state_->AppendAsync(payload, [&](absl::StatusOr<int64_t> r) {
     result = std::move(r);
     added.Notify();
   });

@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -66,7 +67,8 @@ class LedgerWriter {
 
   WriterStats stats() const;
 
-  // Appends `payload` as the next entry. `done` receives the entry id once
+  // Appends `payload` as the next entry (copied before AppendAsync
+  // returns: the caller may reuse its buffer). `done` receives the entry id once
   // Qa bookies of its write set hold it durably, or an error:
   //   FAILED_PRECONDITION "ledger N fenced ..." after the writer was fenced
   //     (the ledger was recovered by someone else), or "ledger N is closed"
@@ -81,7 +83,7 @@ class LedgerWriter {
   // An error means the add was not acknowledged; its outcome is unknown (a
   // later recovery may keep the entry or drop it). Callbacks are called in
   // entry-id order, each exactly once.
-  void AppendAsync(std::string payload, AddCallback done);
+  void AppendAsync(std::string_view payload, AddCallback done);
 
   // From an AddCallback: sends now the appends that callbacks of the current
   // batch made so far. They are otherwise held until every callback of the
@@ -91,7 +93,7 @@ class LedgerWriter {
   void SendHeldAppends();
 
   // Blocking AppendAsync. REQUIRES: not called from an AddCallback.
-  absl::StatusOr<int64_t> Append(std::string payload);
+  absl::StatusOr<int64_t> Append(std::string_view payload);
 
   // Waits for every pending add to complete, then seals the ledger by CAS
   // OPEN -> CLOSED with last_entry_id = lac() and the total payload length.

@@ -112,7 +112,7 @@ WriterStats WriterState::stats() const {
   return stats_;
 }
 
-void WriterState::AppendAsync(std::string payload, LedgerWriter::AddCallback done) {
+void WriterState::AppendAsync(std::string_view payload, LedgerWriter::AddCallback done) {
   std::vector<AddCall*> out;
   {
     absl::MutexLock l(&mu_);

@@ -43,6 +43,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -77,7 +78,7 @@ class WriterState {
   // REQUIRES: not called from a gRPC callback or an AddCallback.
   void Shutdown();
 
-  void AppendAsync(std::string payload, LedgerWriter::AddCallback done);
+  void AppendAsync(std::string_view payload, LedgerWriter::AddCallback done);
   // LedgerWriter::SendHeldAppends.
   void SendHeldAppends() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Close();
