@@ -218,7 +218,9 @@ bool ParseAddRequest(std::string_view body, AddRequestRef* out) {
     switch (tag) {
       case Tag(1, kLengthDelimited):
         // A proto3 string: the generated parser refuses one that is not
-        // UTF-8, and so does this one.
+        // UTF-8, and so does this one, with the same check (exported by
+        // libprotobuf, though in its internal namespace: a protobuf
+        // upgrade that moved it would fail the build, not the check).
         return in.Bytes(&out->expected_instance_id) &&
                google::protobuf::internal::IsStructurallyValidUTF8(
                    out->expected_instance_id.data(),
@@ -265,12 +267,15 @@ void EncodeAddResponse(absl::Span<const AddResultRef> results, char* p) {
 
 bool ParseAddResponse(std::string_view body, std::vector<AddResultRef>* out) {
   if (body.size() > static_cast<size_t>(INT_MAX)) return false;
+  const size_t before = out->size();
   Reader in(body.data(), body.data() + body.size());
-  return ReadFields(in, kMaxDepth, [&](uint32_t tag) -> std::optional<bool> {
+  const bool ok = ReadFields(in, kMaxDepth, [&](uint32_t tag) -> std::optional<bool> {
     std::string_view bytes;
     if (tag != Tag(1, kLengthDelimited)) return std::nullopt;
     return in.Bytes(&bytes) && ParseResult(bytes, &out->emplace_back());
   });
+  if (!ok) out->resize(before);
+  return ok;
 }
 
 }  // namespace ledgerkv::addwire

@@ -59,7 +59,8 @@ size_t AddResponseSize(absl::Span<const AddResultRef> results);
 void EncodeAddResponse(absl::Span<const AddResultRef> results, char* out);
 
 // Parses `body` as a serialized AddResponse, appending its results to
-// `out` in order. Same acceptance as the generated parser.
+// `out` in order. Same acceptance as the generated parser. On false, `out`
+// is as it was.
 bool ParseAddResponse(std::string_view body, std::vector<AddResultRef>* out);
 
 }  // namespace ledgerkv::addwire

@@ -2,6 +2,7 @@
 // AddResponse code does: the add port's peers may be either.
 #include "proto/add_wire.h"
 
+#include <climits>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -63,7 +64,10 @@ std::vector<AddResultRef> RandomResults(std::mt19937_64& rng) {
   for (AddResultRef& r : results) {
     r.ledger_id = rng() % 2 ? rng() : rng() % 100;
     r.entry_id = static_cast<int64_t>(rng() % 3 == 0 ? rng() : rng() % 1000) - (rng() % 5 == 0);
-    r.code = static_cast<int32_t>(rng() % 12);
+    // Codes of this version, and values a newer peer could send (an enum
+    // is a sign-extended int32 on the wire).
+    static constexpr int32_t kOdd[] = {-1, INT32_MIN, INT32_MAX, 1000};
+    r.code = rng() % 5 == 0 ? kOdd[rng() % 4] : static_cast<int32_t>(rng() % 12);
   }
   return results;
 }
@@ -286,6 +290,17 @@ TEST(AddWireTest, EveryCornerOfTheEncodingIsDecidedAsTheGeneratedCodeDecidesIt) 
         << name << " (as a response)";
     if (response_ok) ExpectSame(generated_response, results);
   }
+}
+
+// A reply that fails to parse part-way leaves the caller's results as they
+// were: nothing half-read is appended.
+TEST(AddWireTest, AReplyRefusedPartWayAppendsNothing) {
+  std::vector<AddResultRef> results = {{1, 2, 0}};
+  std::string bytes = ToMessage({{7, 8, 0}, {7, 9, 0}}).SerializeAsString();
+  bytes += std::string("\x0a\x05", 2);  // a third result whose length runs past the end
+  EXPECT_FALSE(ParseAddResponse(bytes, &results));
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].ledger_id, 1u);
 }
 
 TEST(AddWireTest, AnInstanceIdThatIsNotUtf8IsRefusedAsTheGeneratedCodeRefusesIt) {

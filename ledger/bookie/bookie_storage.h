@@ -399,7 +399,7 @@ class BookieStorage {
   PreallocatedJournalFile* prealloc_ = nullptr;
   uint64_t journal_number_ = 0;
   // A batch's record headers and small payloads, written as one piece
-  // (WriteBatchToJournal). At most about max_batch_bytes.
+  // (WriteBatchToJournal). Given back after a batch when over 8 MiB.
   std::string batch_buf_;
   // The journal ends with a synced batch that no sync mark or later batch
   // follows yet (sync mode only).

@@ -187,6 +187,9 @@ void BookieStorage::MarkSyncedIfIdle() {
   if (!s.ok()) EnterReadOnly(absl::StrCat("journal write (sync mark) failed: ", s.ToString()));
 }
 
+// The largest batch buffer kept between batches (WriteBatchToJournal).
+constexpr size_t kKeepBatchBufBytes = size_t{8} << 20;
+
 void BookieStorage::ProcessBatch(std::vector<std::unique_ptr<WriteRequest>>& batch) {
   bool force_sync = false;
   bool ok;
@@ -363,6 +366,9 @@ bool BookieStorage::WriteBatchToJournal(std::vector<std::unique_ptr<WriteRequest
   }
   if (used > run_start) parts.emplace_back(buf + run_start, used - run_start);
   absl::Status s = journal_->AppendV(parts);
+  // A batch may take one request of up to 64 MiB of small entries whole:
+  // such a buffer is not kept for the batches of the usual size.
+  if (batch_buf_.capacity() > kKeepBatchBufBytes) std::string().swap(batch_buf_);
   if (!s.ok()) {
     EnterReadOnly(absl::StrCat("journal write failed: ", s.ToString()));
     return false;
