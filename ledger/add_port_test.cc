@@ -28,6 +28,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "ledger/add_channel.h"
+#include "ledger/bookie_pool.h"
 #include "ledger/ledger_test_util.h"
 #include "metadata/embedded_store.h"
 #include "proto/bookie.pb.h"
@@ -278,6 +279,65 @@ TEST(AddPortTest, ARequestSentDuringTheWritersCancelPassIsCancelledToo) {
 // A long-lived client whose writers come and go cancels calls that have
 // just ended; the channel must not remember each of those ids. A cancel
 // that arrives before its Add still ends that call at once.
+// An empty add through `conn`'s add channel (answered at once): its
+// status. Opens the add port connection and its thread.
+grpc::Status EmptyAdd(BookieConn& conn) {
+  const bookie::v1::AddRequest request;
+  AddChannel::Results results;
+  absl::Notification done;
+  grpc::Status status;
+  conn.add_channel->Add(conn.add_channel->NewCallId(), request, &results,
+                        absl::Now() + absl::Seconds(10), [&](const grpc::Status& s) {
+                          status = s;
+                          done.Notify();
+                        });
+  if (!done.WaitForNotificationWithTimeout(absl::Seconds(10))) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "no answer");
+  }
+  return status;
+}
+
+// A long-running client must not keep a channel, an add port connection
+// and a thread for every bookie address it ever used: one that nobody has
+// held for the idle time is closed, one still held is kept, and a closed
+// one opens again on its next use.
+TEST(AddPortTest, AConnectionNobodyHoldsIsClosedAfterItsIdleTimeAndOpensAgainOnUse) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  const absl::Duration idle = absl::Milliseconds(400);
+  BookiePool pool(cluster->store(), metadata::Keys("default"), nullptr, nullptr,
+                  /*use_add_port=*/true, absl::Seconds(5), idle);
+  std::shared_ptr<BookieConn> released = pool.ForAddress(cluster->address(0));
+  // Held all along (as a writer holds its ensemble's), never asked for again.
+  std::shared_ptr<BookieConn> held = pool.ForAddress(cluster->address(1));
+  ASSERT_NE(released->add_channel, nullptr);
+  ASSERT_TRUE(EmptyAdd(*released).ok());
+  ASSERT_TRUE(EmptyAdd(*held).ok());
+  const std::weak_ptr<BookieConn> gone = released;
+  released.reset();
+  EXPECT_EQ(pool.connections_for_test(), 2u);
+
+  // Asking for a third connection sweeps: the released one is closed once
+  // idle for `idle`, and not before.
+  const absl::Time start = absl::Now();
+  while (!gone.expired() && absl::Now() - start < absl::Seconds(10)) {
+    pool.ForAddress(cluster->address(2));
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(gone.expired()) << "an idle connection was kept";
+  EXPECT_GE(absl::Now() - start, idle);
+  // Past another idle time, the held one is still the pool's.
+  absl::SleepFor(idle);
+  pool.ForAddress(cluster->address(2));
+  EXPECT_EQ(pool.connections_for_test(), 2u);
+  EXPECT_EQ(pool.ForAddress(cluster->address(1)), held) << "a held connection was replaced";
+  ASSERT_TRUE(EmptyAdd(*held).ok()) << "the connection still held must stay open";
+
+  // The closed one opens again, and adds through it.
+  std::shared_ptr<BookieConn> again = pool.ForAddress(cluster->address(0));
+  EXPECT_TRUE(EmptyAdd(*again).ok());
+  EXPECT_EQ(pool.connections_for_test(), 3u);
+}
+
 TEST(AddPortTest, CancelsOfEndedCallsLeaveNothingBehindAndEarlyCancelsStillWork) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
   AddChannel channel(cluster->address(0),

@@ -1,8 +1,11 @@
 #include "ledger/bookie_pool.h"
 
+#include <iterator>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/add_protocol.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -13,17 +16,52 @@ namespace ledgerkv::ledger {
 
 BookiePool::BookiePool(metadata::MetadataStore* store, metadata::Keys keys,
                        LocalChannelFactory local_channel, LocalAddFactory local_add,
-                       bool use_add_port, absl::Duration connect_timeout)
+                       bool use_add_port, absl::Duration connect_timeout,
+                       absl::Duration idle_close)
     : store_(store),
       keys_(std::move(keys)),
       local_channel_(std::move(local_channel)),
       local_add_(std::move(local_add)),
       use_add_port_(use_add_port),
-      connect_timeout_(connect_timeout) {}
+      connect_timeout_(connect_timeout),
+      idle_close_(idle_close) {}
+
+std::vector<std::shared_ptr<BookieConn>> BookiePool::SweepIdleLocked(absl::Time now) {
+  std::vector<std::shared_ptr<BookieConn>> closed;
+  if (now < next_sweep_) return closed;
+  next_sweep_ = now + idle_close_ / 4;
+  for (auto it = by_address_.begin(); it != by_address_.end();) {
+    auto next = std::next(it);
+    Cached& c = it->second;
+    // Held by the pool alone: nobody can take a new reference but through
+    // the pool, under mu_.
+    if (c.conn.use_count() > 1) {
+      c.idle_since = absl::InfiniteFuture();
+    } else if (c.idle_since == absl::InfiniteFuture()) {
+      c.idle_since = now;
+    } else if (now - c.idle_since >= idle_close_) {
+      closed.push_back(std::move(c.conn));
+      by_address_.erase(it);
+    }
+    it = next;
+  }
+  return closed;
+}
+
+size_t BookiePool::connections_for_test() {
+  absl::MutexLock l(&mu_);
+  return by_address_.size();
+}
 
 std::shared_ptr<BookieConn> BookiePool::ForAddress(const std::string& address) {
+  std::vector<std::shared_ptr<BookieConn>> idle;
+  // Declared after `idle`: released first, so the idle connections close
+  // without mu_ held.
   absl::MutexLock l(&mu_);
-  auto& conn = by_address_[address];
+  idle = SweepIdleLocked(absl::Now());
+  Cached& cached = by_address_[address];
+  cached.idle_since = absl::InfiniteFuture();
+  std::shared_ptr<BookieConn>& conn = cached.conn;
   if (conn == nullptr) {
     grpc::ChannelArguments args;
     // Bookies are peers on a local network: come back quickly after a

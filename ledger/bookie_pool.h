@@ -66,10 +66,14 @@ class BookiePool {
   // REQUIRES: store outlives the pool. `local_channel` (may be empty) is
   // ClientOptions::local_channel: consulted before creating a TCP channel.
   // `use_add_port`: TCP connections add through the bookie's add port,
-  // each (re)connect bounded by `connect_timeout`.
+  // each (re)connect bounded by `connect_timeout`. A connection nobody but
+  // the pool has held for `idle_close` is closed (ClientOptions::
+  // idle_connection_close), checked at most every `idle_close` / 4 when a
+  // connection is asked for.
   BookiePool(metadata::MetadataStore* store, metadata::Keys keys,
              LocalChannelFactory local_channel = nullptr, LocalAddFactory local_add = nullptr,
-             bool use_add_port = true, absl::Duration connect_timeout = absl::Seconds(5));
+             bool use_add_port = true, absl::Duration connect_timeout = absl::Seconds(5),
+             absl::Duration idle_close = absl::Minutes(10));
 
   BookiePool(const BookiePool&) = delete;
   BookiePool& operator=(const BookiePool&) = delete;
@@ -93,6 +97,9 @@ class BookiePool {
   // re-reads its registration (the bookie may have moved).
   void Forget(const std::string& bookie_id);
 
+  // Tests: the connections the pool holds open.
+  size_t connections_for_test();
+
  private:
   metadata::MetadataStore* const store_;
   const metadata::Keys keys_;
@@ -100,9 +107,23 @@ class BookiePool {
   const LocalAddFactory local_add_;
   const bool use_add_port_;
   const absl::Duration connect_timeout_;
+  const absl::Duration idle_close_;
+
+  struct Cached {
+    std::shared_ptr<BookieConn> conn;
+    // Since when only the pool holds `conn` (InfiniteFuture: someone else
+    // held it at the last sweep).
+    absl::Time idle_since = absl::InfiniteFuture();
+  };
+  // Takes out of by_address_ the connections idle for idle_close_; they
+  // are closed by the caller, after mu_ is released (closing an add
+  // channel joins its thread).
+  std::vector<std::shared_ptr<BookieConn>> SweepIdleLocked(absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<BookieConn>> by_address_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Cached> by_address_ ABSL_GUARDED_BY(mu_);
+  absl::Time next_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::flat_hash_map<std::string, std::string> address_of_ ABSL_GUARDED_BY(mu_);
 };
 

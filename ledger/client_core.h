@@ -58,7 +58,8 @@ struct ClientCore {
         store(options.metadata),
         keys(options.cluster),
         pool(options.metadata, keys, options.local_channel, options.local_add,
-             options.use_add_port, std::min(options.rpc_timeout, absl::Seconds(2))),
+             options.use_add_port, std::min(options.rpc_timeout, absl::Seconds(2)),
+             options.idle_connection_close),
         placement(options.metadata, keys),
         slow_bookies(options.slow_bookie_hold) {}
 

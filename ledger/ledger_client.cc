@@ -42,6 +42,10 @@ absl::StatusOr<std::unique_ptr<LedgerClient>> LedgerClient::Create(ClientOptions
   if (options.recovery_readd_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("ClientOptions.recovery_readd_grace must not be negative");
   }
+  if (options.idle_connection_close <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "ClientOptions.idle_connection_close must be positive (InfiniteDuration: never)");
+  }
   // A bookie stores no larger payload than kMaxEntryPayloadBytes, the
   // entry's header included (a larger one is refused INVALID, which the
   // writer takes for a failed bookie), and an add request (several entries

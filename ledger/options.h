@@ -117,6 +117,12 @@ struct ClientOptions {
   // request and reply without gRPC's per-call cost. Bookies without an add
   // port get the RPC. Everything else always uses gRPC.
   bool use_add_port = true;
+  // A connection to a bookie (its gRPC channel, and its add port's
+  // connection and thread) that no writer, reader or recovery has held for
+  // this long is closed; the next use opens it again. Without it a
+  // long-running client kept one of each for every bookie address it ever
+  // used, including addresses of bookies long gone. Positive.
+  absl::Duration idle_connection_close = absl::Minutes(10);
   // Optional: channels to bookies that live in this process (`ledgerkv
   // standalone`), by the address the bookie registered. The client asks it
   // once per address, with the channel arguments it would use over TCP
