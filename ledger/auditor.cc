@@ -54,25 +54,41 @@ absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
     if (!naming.contains(it->first)) missing_since_.erase(it);  // back, or named no more
     it = next;
   }
-  for (auto& [bookie, named_by] : naming) {
+  std::vector<const std::string*> lost;
+  for (const auto& [bookie, named_by] : naming) {
     result.missing.push_back(bookie);
     const absl::Time since = missing_since_.try_emplace(bookie, now).first->second;
     if (now - since < options_.grace) continue;
     result.lost.push_back(bookie);
-    for (const auto& [id, closed] : named_by) {
+    lost.push_back(&bookie);
+  }
+  // Registered bookies and missing ones are disjoint (`naming` holds only
+  // unregistered ones).
+  const size_t known = live.size() + naming.size();
+  if (!lost.empty() &&
+      static_cast<double>(lost.size()) > options_.max_lost_fraction * static_cast<double>(known)) {
+    result.held_off = absl::StrCat(
+        lost.size(), " of the ", known, " bookies known are lost, more than ",
+        options_.max_lost_fraction * 100,
+        "%: nothing is copied until fewer are (a view that wrong is more likely etcd's or this "
+        "controller's than the cluster's); `ledgerkv ledger rereplicate` copies by hand");
+    return result;
+  }
+  for (const std::string* bookie : lost) {
+    for (const auto& [id, closed] : naming[*bookie]) {
       if (!closed) {
         ++result.ledgers_not_closed;
         continue;
       }
       if (!keep_going()) return result;
       absl::StatusOr<ReplicationResult> replaced =
-          options_.client->ReplaceBookie(id, bookie, keep_going);
+          options_.client->ReplaceBookie(id, *bookie, keep_going);
       if (absl::IsCancelled(replaced.status())) return result;  // asked to stop
       if (replaced.ok()) {
         ++result.ledgers_replaced;
         result.entries_copied += replaced->entries_copied;
         result.lines.push_back(absl::StrCat(
-            "ledger ", id, ": lost bookie ", bookie, " replaced by ",
+            "ledger ", id, ": lost bookie ", *bookie, " replaced by ",
             absl::StrJoin(replaced->replacements, ", "), ", ", replaced->entries_copied,
             " entries copied"));
       } else if (absl::IsNotFound(replaced.status())) {
@@ -81,7 +97,7 @@ absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
         ++result.ledgers_not_closed;  // reopened for recovery meanwhile
       } else {
         ++result.ledgers_failed;
-        result.lines.push_back(absl::StrCat("ledger ", id, ": replacing lost bookie ", bookie,
+        result.lines.push_back(absl::StrCat("ledger ", id, ": replacing lost bookie ", *bookie,
                                             " failed (retried at the next pass): ",
                                             replaced.status().ToString()));
       }

@@ -35,6 +35,14 @@ struct AuditorOptions {
   // within it; a re-replication it would have made unnecessary costs a
   // copy of everything the bookie held.
   absl::Duration grace = absl::Minutes(5);
+  // No copying while more than this fraction of the bookies the pass knows
+  // of (registered, or named by a ledger) is lost: the controller's view is
+  // then more likely wrong (etcd cut off from most of the cluster, a
+  // registration prefix wiped) than most bookies gone, and copying
+  // everything onto the few left would fill their disks. The clocks go on;
+  // copying starts at the first pass back under the limit, or an operator
+  // runs `ledgerkv ledger rereplicate`. In [0, 1]; 1 never holds off.
+  double max_lost_fraction = 0.5;
 };
 
 struct AuditResult {
@@ -54,6 +62,9 @@ struct AuditResult {
   // those whose replacement failed (retried at the next pass).
   int ledgers_not_closed = 0;
   int ledgers_failed = 0;
+  // Set when the pass copied nothing because too many bookies are lost
+  // (AuditorOptions::max_lost_fraction): why, for the log.
+  std::string held_off;
   // One line per replaced or failed ledger, for the log.
   std::vector<std::string> lines;
 };

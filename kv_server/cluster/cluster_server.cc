@@ -786,6 +786,7 @@ void ClusterServer::AuditLoop() {
   };
   metadata::Version audited_as = 0;  // controller_version_ of the auditor's passes
   std::string last_missing;
+  std::string last_held_off;
   while (true) {
     {
       absl::MutexLock l(&mu_);
@@ -803,6 +804,7 @@ void ClusterServer::AuditLoop() {
       auditor = fresh_auditor();
       audited_as = version;
       last_missing.clear();
+      last_held_off.clear();
     }
     absl::StatusOr<ledger::AuditResult> pass =
         auditor.Pass(absl::FromUnixNanos(NowNanos()), keep_going);
@@ -819,6 +821,10 @@ void ClusterServer::AuditLoop() {
                        absl::FormatDuration(options_.rereplicate_after)));
     }
     last_missing = missing;
+    if (pass->held_off != last_held_off && !pass->held_off.empty()) {
+      Log(absl::StrCat("ledger audit: re-replication held off: ", pass->held_off));
+    }
+    last_held_off = pass->held_off;
     for (const std::string& line : pass->lines) Log(absl::StrCat("ledger audit: ", line));
     if (pass->ledgers_replaced > 0) {
       Log(absl::StrCat("ledger audit: ", pass->ledgers_replaced,
