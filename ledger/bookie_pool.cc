@@ -24,12 +24,37 @@ BookiePool::BookiePool(metadata::MetadataStore* store, metadata::Keys keys,
       local_add_(std::move(local_add)),
       use_add_port_(use_add_port),
       connect_timeout_(connect_timeout),
-      idle_close_(idle_close) {}
+      idle_close_(idle_close) {
+  if (idle_close_ != absl::InfiniteDuration()) reaper_ = std::thread([this] { ReapLoop(); });
+}
+
+BookiePool::~BookiePool() {
+  {
+    absl::MutexLock l(&mu_);
+    stop_ = true;
+  }
+  if (reaper_.joinable()) reaper_.join();
+}
+
+void BookiePool::ReapLoop() {
+  const absl::Duration period = idle_close_ / 4;
+  while (true) {
+    std::vector<std::shared_ptr<BookieConn>> idle;
+    {
+      absl::MutexLock l(&mu_);
+      const absl::Time next = absl::Now() + period;
+      auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
+      mu_.AwaitWithDeadline(absl::Condition(&stopping), next);
+      if (stop_) return;
+      idle = SweepIdleLocked(absl::Now());
+    }
+    // Closed here, without mu_.
+    idle.clear();
+  }
+}
 
 std::vector<std::shared_ptr<BookieConn>> BookiePool::SweepIdleLocked(absl::Time now) {
   std::vector<std::shared_ptr<BookieConn>> closed;
-  if (now < next_sweep_) return closed;
-  next_sweep_ = now + idle_close_ / 4;
   for (auto it = by_address_.begin(); it != by_address_.end();) {
     auto next = std::next(it);
     Cached& c = it->second;
@@ -54,11 +79,7 @@ size_t BookiePool::connections_for_test() {
 }
 
 std::shared_ptr<BookieConn> BookiePool::ForAddress(const std::string& address) {
-  std::vector<std::shared_ptr<BookieConn>> idle;
-  // Declared after `idle`: released first, so the idle connections close
-  // without mu_ held.
   absl::MutexLock l(&mu_);
-  idle = SweepIdleLocked(absl::Now());
   Cached& cached = by_address_[address];
   cached.idle_since = absl::InfiniteFuture();
   std::shared_ptr<BookieConn>& conn = cached.conn;

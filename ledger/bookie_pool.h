@@ -4,11 +4,15 @@
 // registrations in the metadata store.
 //
 // Thread-safe. ForAddress never blocks; ForBookie may read the metadata
-// store and so must not be called from a gRPC callback.
+// store and so must not be called from a gRPC callback. A thread of the
+// pool closes connections nobody has used for a while (never a caller's
+// thread: closing one joins its add channel's thread).
 #pragma once
 
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -67,14 +71,15 @@ class BookiePool {
   // ClientOptions::local_channel: consulted before creating a TCP channel.
   // `use_add_port`: TCP connections add through the bookie's add port,
   // each (re)connect bounded by `connect_timeout`. A connection nobody but
-  // the pool has held for `idle_close` is closed (ClientOptions::
-  // idle_connection_close), checked at most every `idle_close` / 4 when a
-  // connection is asked for.
+  // the pool has held for `idle_close` is closed by the pool's thread
+  // (ClientOptions::idle_connection_close), which looks every
+  // `idle_close` / 4; InfiniteDuration: no thread, nothing closed.
   BookiePool(metadata::MetadataStore* store, metadata::Keys keys,
              LocalChannelFactory local_channel = nullptr, LocalAddFactory local_add = nullptr,
              bool use_add_port = true, absl::Duration connect_timeout = absl::Seconds(5),
              absl::Duration idle_close = absl::Minutes(10));
 
+  ~BookiePool();
   BookiePool(const BookiePool&) = delete;
   BookiePool& operator=(const BookiePool&) = delete;
 
@@ -115,15 +120,17 @@ class BookiePool {
     // held it at the last sweep).
     absl::Time idle_since = absl::InfiniteFuture();
   };
-  // Takes out of by_address_ the connections idle for idle_close_; they
-  // are closed by the caller, after mu_ is released (closing an add
-  // channel joins its thread).
+  // The pool's thread: every idle_close_ / 4, closes the connections idle
+  // for idle_close_ (outside mu_: closing an add channel joins its thread).
+  void ReapLoop();
+  // Takes out of by_address_ the connections idle for idle_close_.
   std::vector<std::shared_ptr<BookieConn>> SweepIdleLocked(absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Cached> by_address_ ABSL_GUARDED_BY(mu_);
-  absl::Time next_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread reaper_;
   absl::flat_hash_map<std::string, std::string> address_of_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -42,9 +42,9 @@ absl::StatusOr<std::unique_ptr<LedgerClient>> LedgerClient::Create(ClientOptions
   if (options.recovery_readd_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("ClientOptions.recovery_readd_grace must not be negative");
   }
-  if (options.idle_connection_close <= absl::ZeroDuration()) {
+  if (options.idle_connection_close < absl::Seconds(1)) {
     return absl::InvalidArgumentError(
-        "ClientOptions.idle_connection_close must be positive (InfiniteDuration: never)");
+        "ClientOptions.idle_connection_close must be at least 1s (InfiniteDuration: never)");
   }
   // A bookie stores no larger payload than kMaxEntryPayloadBytes, the
   // entry's header included (a larger one is refused INVALID, which the

@@ -285,6 +285,18 @@ TEST(LedgerWriteTest, BadInputGetsClearErrors) {
         << bad;
   }
   LKV_ASSERT_OK(LedgerClient::Create(grace).status());
+  // An idle time so short that a connection could be closed right after a
+  // call let go of it is refused; InfiniteDuration (never close) is fine.
+  for (absl::Duration bad : {absl::ZeroDuration(), absl::Milliseconds(999)}) {
+    ClientOptions idle;
+    idle.metadata = cluster->store();
+    idle.idle_connection_close = bad;
+    EXPECT_EQ(LedgerClient::Create(idle).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  ClientOptions never;
+  never.metadata = cluster->store();
+  never.idle_connection_close = absl::InfiniteDuration();
+  LKV_ASSERT_OK(LedgerClient::Create(never).status());
 }
 
 // L3 at the size limit: an entry as large as a bookie stores (64 MiB with

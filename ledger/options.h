@@ -119,13 +119,17 @@ struct ClientOptions {
   bool use_add_port = true;
   // A connection to a bookie (its gRPC channel, and its add port's
   // connection and thread) that no writer, reader or recovery has held for
-  // this long is closed; the next use opens it again. Without it a
+  // this long is closed, by a thread of the client; the next use opens it
+  // again (asking local_channel and local_add again). Without it a
   // long-running client kept one of each for every bookie address it ever
-  // used, including addresses of bookies long gone. Positive.
+  // used, including addresses of bookies long gone. At least 1 s (a
+  // connection is never closed right after a call let go of it);
+  // InfiniteDuration: never.
   absl::Duration idle_connection_close = absl::Minutes(10);
   // Optional: channels to bookies that live in this process (`ledgerkv
   // standalone`), by the address the bookie registered. The client asks it
-  // once per address, with the channel arguments it would use over TCP
+  // once per address (and again after idle_connection_close closed that
+  // connection), with the channel arguments it would use over TCP
   // (message sizes, ...); a non-null channel (typically
   // BookieServer::InProcessChannel, with its InProcessCallGate as the gate)
   // replaces the TCP connection, saving the loopback socket and HTTP/2
@@ -136,8 +140,9 @@ struct ClientOptions {
   std::function<LocalChannel(const std::string& address, const grpc::ChannelArguments& args)>
       local_channel;
   // Optional, with local_channel: a direct add path to a bookie in this
-  // process (typically BookieServer::LocalAdd), asked once per address; an
-  // empty function: adds go through the channel. Writers then hand their
+  // process (typically BookieServer::LocalAdd), asked once per address
+  // (and again after an idle close, as local_channel); an empty function:
+  // adds go through the channel. Writers then hand their
   // Add requests to the bookie's storage by a function call and take the
   // reply on the bookie's journal thread right after its fdatasync: no gRPC
   // call objects, completion queue or thread hand-off per add
