@@ -21,6 +21,11 @@ Auditor::Auditor(AuditorOptions options) : options_(std::move(options)) {}
 
 absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
                                           const std::function<bool()>& keep_going) {
+  if (!(options_.max_lost_fraction >= 0 && options_.max_lost_fraction <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("AuditorOptions.max_lost_fraction ",
+                                                   options_.max_lost_fraction,
+                                                   " is not in [0, 1]"));
+  }
   const metadata::Keys keys(options_.cluster);
   // Registrations first: a bookie that registers between the two listings
   // is at worst seen missing once more; one listed after the ledgers could
@@ -55,31 +60,39 @@ absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
     it = next;
   }
   std::vector<const std::string*> lost;
+  // Missing bookies, lost or not yet, that closed ledgers name: the ones
+  // whose absence would make copies. (One named only by open ledgers has
+  // nothing to copy and may stay named for long: it is not counted.)
+  size_t missing_with_copies = 0;
   for (const auto& [bookie, named_by] : naming) {
     result.missing.push_back(bookie);
     const absl::Time since = missing_since_.try_emplace(bookie, now).first->second;
+    bool names_closed = false;
+    for (const auto& [id, closed] : named_by) names_closed |= closed;
+    missing_with_copies += names_closed;
     if (now - since < options_.grace) continue;
     result.lost.push_back(bookie);
     lost.push_back(&bookie);
+    for (const auto& [id, closed] : named_by) result.ledgers_not_closed += !closed;
   }
   // Registered bookies and missing ones are disjoint (`naming` holds only
-  // unregistered ones).
+  // unregistered ones). Missing ones still within their grace count: when
+  // sessions expire a little apart, the first lost must not be copied
+  // before the others are seen.
   const size_t known = live.size() + naming.size();
-  if (!lost.empty() &&
-      static_cast<double>(lost.size()) > options_.max_lost_fraction * static_cast<double>(known)) {
+  const double fraction = options_.max_lost_fraction;
+  if (!lost.empty() && missing_with_copies > 0 &&
+      static_cast<double>(missing_with_copies) > fraction * static_cast<double>(known)) {
     result.held_off = absl::StrCat(
-        lost.size(), " of the ", known, " bookies known are lost, more than ",
-        options_.max_lost_fraction * 100,
+        missing_with_copies, " of the ", known,
+        " bookies known are missing with copies to move, more than ", fraction * 100,
         "%: nothing is copied until fewer are (a view that wrong is more likely etcd's or this "
         "controller's than the cluster's); `ledgerkv ledger rereplicate` copies by hand");
     return result;
   }
   for (const std::string* bookie : lost) {
     for (const auto& [id, closed] : naming[*bookie]) {
-      if (!closed) {
-        ++result.ledgers_not_closed;
-        continue;
-      }
+      if (!closed) continue;  // counted above
       if (!keep_going()) return result;
       absl::StatusOr<ReplicationResult> replaced =
           options_.client->ReplaceBookie(id, *bookie, keep_going);

@@ -36,12 +36,14 @@ struct AuditorOptions {
   // copy of everything the bookie held.
   absl::Duration grace = absl::Minutes(5);
   // No copying while more than this fraction of the bookies the pass knows
-  // of (registered, or named by a ledger) is lost: the controller's view is
-  // then more likely wrong (etcd cut off from most of the cluster, a
+  // of (registered, or named by a ledger) is missing and named by a closed
+  // ledger, lost or still within its grace: the controller's view is then
+  // more likely wrong (etcd cut off from most of the cluster, a
   // registration prefix wiped) than most bookies gone, and copying
   // everything onto the few left would fill their disks. The clocks go on;
   // copying starts at the first pass back under the limit, or an operator
-  // runs `ledgerkv ledger rereplicate`. In [0, 1]; 1 never holds off.
+  // runs `ledgerkv ledger rereplicate`. In [0, 1] (else Pass fails
+  // INVALID_ARGUMENT); 1 never holds off.
   double max_lost_fraction = 0.5;
 };
 
@@ -84,7 +86,8 @@ class Auditor {
   // `keep_going` before each ledger and during each copy (false: stop, e.g.
   // no longer the controller, or shutting down; the ledger being copied is
   // left as it was). Errors: a listing failed (nothing was changed, and no
-  // bookie's clock started or stopped).
+  // bookie's clock started or stopped); INVALID_ARGUMENT for options out
+  // of range.
   absl::StatusOr<AuditResult> Pass(absl::Time now, const std::function<bool()>& keep_going);
 
  private:

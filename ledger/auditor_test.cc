@@ -123,10 +123,12 @@ TEST(AuditorTest, ABookieBackWithinItsGraceIsLeftAloneAndItsClockStartsAfresh) {
   EXPECT_EQ(testing::BookieInfo(cluster->address(3)).entries_added(), 0u) << "copied to a spare";
 }
 
-// While too many of the bookies the auditor knows are lost (a view that
+// While too many of the bookies the auditor knows are missing (a view that
 // wrong is more likely etcd's than the cluster's), nothing is copied; the
-// clocks go on, and copying starts at the first pass with fewer lost.
-TEST(AuditorTest, TooManyLostBookiesHoldCopyingOffUntilFewerAreLost) {
+// clocks go on, and copying starts at the first pass with fewer missing.
+// Bookies still within their grace count: sessions that expire a little
+// apart must not get the first one copied before the others are seen.
+TEST(AuditorTest, TooManyMissingBookiesHoldCopyingOffUntilFewerAreMissing) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
   LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
   cluster->StopBookie(3);
@@ -137,25 +139,29 @@ TEST(AuditorTest, TooManyLostBookiesHoldCopyingOffUntilFewerAreLost) {
   const std::string first = cluster->bookie_id(0);
   const std::string second = cluster->bookie_id(1);
 
-  // Two of the four bookies lost is more than a quarter.
+  // Two of the four bookies missing is more than a quarter.
   Auditor auditor({.client = client.get(),
                    .store = cluster->store(),
                    .grace = kGrace,
                    .max_lost_fraction = 0.25});
   const absl::Time t0 = absl::Now();
   cluster->StopBookie(0);
-  cluster->StopBookie(1);
   LKV_ASSIGN_OR_FAIL(auto seen, auditor.Pass(t0, kAlways));
-  EXPECT_EQ(seen.missing.size(), 2u);
+  EXPECT_EQ(seen.missing, std::vector<std::string>{first});
+  cluster->StopBookie(1);  // a minute later
+  LKV_ASSIGN_OR_FAIL(auto later, auditor.Pass(t0 + absl::Minutes(1), kAlways));
+  EXPECT_EQ(later.missing.size(), 2u);
+  // The first is lost, the second still within its grace: held off all
+  // the same.
   LKV_ASSIGN_OR_FAIL(auto held, auditor.Pass(t0 + kGrace, kAlways));
-  EXPECT_EQ(held.lost.size(), 2u);
+  EXPECT_EQ(held.lost, std::vector<std::string>{first});
   EXPECT_FALSE(held.held_off.empty());
   EXPECT_EQ(held.ledgers_replaced, 0);
   EXPECT_EQ(testing::BookieInfo(cluster->address(3)).entries_added(), 0u) << "copied anyway";
   LKV_ASSIGN_OR_FAIL(const auto untouched, client->GetLedgerMetadata(writer->id()));
   EXPECT_TRUE(NamesBookie(untouched, first));
 
-  // One back: one of four lost is not more than a quarter. The other's
+  // One back: one of four missing is not more than a quarter. The other's
   // clock kept running while copying was held off: it is copied at once.
   LKV_ASSERT_OK(cluster->RestartBookie(1));
   LKV_ASSIGN_OR_FAIL(auto resumed, auditor.Pass(t0 + kGrace + absl::Seconds(1), kAlways));
@@ -165,6 +171,9 @@ TEST(AuditorTest, TooManyLostBookiesHoldCopyingOffUntilFewerAreLost) {
   LKV_ASSIGN_OR_FAIL(const auto moved, client->GetLedgerMetadata(writer->id()));
   EXPECT_FALSE(NamesBookie(moved, first)) << moved.ShortDebugString();
   EXPECT_TRUE(NamesBookie(moved, second)) << moved.ShortDebugString();
+
+  Auditor bad({.client = client.get(), .store = cluster->store(), .max_lost_fraction = 1.5});
+  EXPECT_EQ(bad.Pass(t0, kAlways).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

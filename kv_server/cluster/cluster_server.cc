@@ -821,8 +821,10 @@ void ClusterServer::AuditLoop() {
                        absl::FormatDuration(options_.rereplicate_after)));
     }
     last_missing = missing;
-    if (pass->held_off != last_held_off && !pass->held_off.empty()) {
-      Log(absl::StrCat("ledger audit: re-replication held off: ", pass->held_off));
+    if (pass->held_off != last_held_off) {
+      Log(pass->held_off.empty()
+              ? std::string("ledger audit: re-replication resumed (few enough bookies missing)")
+              : absl::StrCat("ledger audit: re-replication held off: ", pass->held_off));
     }
     last_held_off = pass->held_off;
     for (const std::string& line : pass->lines) Log(absl::StrCat("ledger audit: ", line));
