@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "gtest/gtest.h"
 #include "ledger/auditor.h"
 #include "ledger/ledger_test_util.h"
@@ -33,6 +34,18 @@ bool NamesBookie(const meta::v1::LedgerMetadata& md, const std::string& bookie) 
 }
 
 const auto kAlways = [] { return true; };
+
+// A CLOSED ledger of 20 entries (E3 Qw3 Qa2) on bookies 0, 1 and 2 of a
+// four-bookie cluster: bookie 3, a spare, is stopped meanwhile and back
+// up when it returns.
+absl::StatusOr<uint64_t> ClosedLedgerOnFirstThree(TestCluster& cluster, LedgerClient& client) {
+  cluster.StopBookie(3);
+  ASSIGN_OR_RETURN(auto writer, client.CreateLedger(Quorums(3, 3, 2)));
+  for (auto& r : AppendRange(*writer, 0, 19, 4)) RETURN_IF_ERROR(r.status());
+  RETURN_IF_ERROR(writer->Close());
+  RETURN_IF_ERROR(cluster.RestartBookie(3));
+  return writer->id();
+}
 
 // A lost bookie's closed ledgers are re-replicated once its grace has
 // passed, not before; an open ledger naming it is left to its writer; the
@@ -97,11 +110,7 @@ TEST(AuditorTest, ALostBookiesClosedLedgersAreReplicatedOnceItsGraceHasPassed) {
 TEST(AuditorTest, ABookieBackWithinItsGraceIsLeftAloneAndItsClockStartsAfresh) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
   LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
-  cluster->StopBookie(3);
-  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
-  for (const auto& r : AppendRange(*writer, 0, 19, 4)) LKV_ASSERT_OK(r);
-  LKV_ASSERT_OK(writer->Close());
-  LKV_ASSERT_OK(cluster->RestartBookie(3));
+  LKV_ASSIGN_OR_FAIL(const uint64_t ledger, ClosedLedgerOnFirstThree(*cluster, *client));
   const std::string away = cluster->bookie_id(0);
 
   Auditor auditor({.client = client.get(), .store = cluster->store(), .grace = kGrace});
@@ -118,7 +127,7 @@ TEST(AuditorTest, ABookieBackWithinItsGraceIsLeftAloneAndItsClockStartsAfresh) {
   EXPECT_EQ(again.missing, std::vector<std::string>{away});
   EXPECT_TRUE(again.lost.empty());
   EXPECT_EQ(again.ledgers_replaced, 0);
-  LKV_ASSIGN_OR_FAIL(const auto md, client->GetLedgerMetadata(writer->id()));
+  LKV_ASSIGN_OR_FAIL(const auto md, client->GetLedgerMetadata(ledger));
   EXPECT_TRUE(NamesBookie(md, away));
   EXPECT_EQ(testing::BookieInfo(cluster->address(3)).entries_added(), 0u) << "copied to a spare";
 }
@@ -131,11 +140,7 @@ TEST(AuditorTest, ABookieBackWithinItsGraceIsLeftAloneAndItsClockStartsAfresh) {
 TEST(AuditorTest, TooManyMissingBookiesHoldCopyingOffUntilFewerAreMissing) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
   LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
-  cluster->StopBookie(3);
-  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
-  for (const auto& r : AppendRange(*writer, 0, 19, 4)) LKV_ASSERT_OK(r);
-  LKV_ASSERT_OK(writer->Close());
-  LKV_ASSERT_OK(cluster->RestartBookie(3));
+  LKV_ASSIGN_OR_FAIL(const uint64_t ledger, ClosedLedgerOnFirstThree(*cluster, *client));
   const std::string first = cluster->bookie_id(0);
   const std::string second = cluster->bookie_id(1);
 
@@ -158,7 +163,7 @@ TEST(AuditorTest, TooManyMissingBookiesHoldCopyingOffUntilFewerAreMissing) {
   EXPECT_FALSE(held.held_off.empty());
   EXPECT_EQ(held.ledgers_replaced, 0);
   EXPECT_EQ(testing::BookieInfo(cluster->address(3)).entries_added(), 0u) << "copied anyway";
-  LKV_ASSIGN_OR_FAIL(const auto untouched, client->GetLedgerMetadata(writer->id()));
+  LKV_ASSIGN_OR_FAIL(const auto untouched, client->GetLedgerMetadata(ledger));
   EXPECT_TRUE(NamesBookie(untouched, first));
 
   // One back: one of four missing is not more than a quarter. The other's
@@ -168,7 +173,7 @@ TEST(AuditorTest, TooManyMissingBookiesHoldCopyingOffUntilFewerAreMissing) {
   EXPECT_TRUE(resumed.held_off.empty()) << resumed.held_off;
   EXPECT_EQ(resumed.lost, std::vector<std::string>{first});
   EXPECT_EQ(resumed.ledgers_replaced, 1) << absl::StrJoin(resumed.lines, "\n");
-  LKV_ASSIGN_OR_FAIL(const auto moved, client->GetLedgerMetadata(writer->id()));
+  LKV_ASSIGN_OR_FAIL(const auto moved, client->GetLedgerMetadata(ledger));
   EXPECT_FALSE(NamesBookie(moved, first)) << moved.ShortDebugString();
   EXPECT_TRUE(NamesBookie(moved, second)) << moved.ShortDebugString();
 
