@@ -1,6 +1,7 @@
 #include "proto/add_wire.h"
 
 #include <climits>
+#include <cstddef>
 #include <optional>
 
 #include "google/protobuf/stubs/common.h"
@@ -66,11 +67,18 @@ class Reader {
     return true;
   }
 
+  // Steps over `n` bytes, if there are that many.
+  bool SkipBytes(ptrdiff_t n) {
+    if (end_ - p_ < n) return false;
+    p_ += n;
+    return true;
+  }
+
   bool Fixed32(uint32_t* v) {
-    if (end_ - p_ < 4) return false;
-    *v = static_cast<uint32_t>(p_[0]) | static_cast<uint32_t>(p_[1]) << 8 |
-         static_cast<uint32_t>(p_[2]) << 16 | static_cast<uint32_t>(p_[3]) << 24;
-    p_ += 4;
+    const uint8_t* b = p_;
+    if (!SkipBytes(4)) return false;
+    *v = static_cast<uint32_t>(b[0]) | static_cast<uint32_t>(b[1]) << 8 |
+         static_cast<uint32_t>(b[2]) << 16 | static_cast<uint32_t>(b[3]) << 24;
     return true;
   }
 
@@ -83,15 +91,11 @@ class Reader {
       case kVarint:
         return Varint(&v);
       case kFixed64:
-        if (end_ - p_ < 8) return false;
-        p_ += 8;
-        return true;
+        return SkipBytes(8);
       case kLengthDelimited:
         return Bytes(&bytes);
       case kFixed32:
-        if (end_ - p_ < 4) return false;
-        p_ += 4;
-        return true;
+        return SkipBytes(4);
       case kStartGroup: {
         if (depth <= 0) return false;
         // Fields up to the end-group tag of the same field number.
