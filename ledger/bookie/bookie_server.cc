@@ -39,6 +39,19 @@ std::string RegistrationText(const std::string& cluster, const std::string& book
   return absl::StrCat("cluster ", cluster, "\nbookie_id ", bookie_id, "\n");
 }
 
+// Runs `use(service)` while the gate's service serves, counted in
+// `active`: a use that saw the service ends before Shutdown's wait for
+// `active` does, so before the server stops. False, without running it,
+// once Shutdown began.
+template <typename Gate, typename Use>
+bool ThroughGate(Gate& gate, Use use) {
+  gate.active.fetch_add(1);
+  BookieServiceImpl* service = gate.service.load();
+  if (service != nullptr) use(service);
+  gate.active.fetch_sub(1);
+  return service != nullptr;
+}
+
 }  // namespace
 
 BookieServer::BookieServer(BookieOptions options) : options_(std::move(options)) {}
@@ -54,13 +67,7 @@ std::shared_ptr<grpc::Channel> BookieServer::InProcessChannel(const grpc::Channe
 
 LocalCallGate BookieServer::InProcessCallGate() {
   return [gate = local_gate_](absl::FunctionRef<void()> start) {
-    // As LocalAdd: a start that saw the service passes before Shutdown's
-    // wait for `active` ends, so before the server stops.
-    gate->active.fetch_add(1);
-    const bool serving = gate->service.load() != nullptr;
-    if (serving) start();
-    gate->active.fetch_sub(1);
-    return serving;
+    return ThroughGate(*gate, [&](BookieServiceImpl*) { start(); });
   };
 }
 
@@ -69,15 +76,10 @@ LocalAddFunction BookieServer::LocalAdd() {
   // out a function that goes through it.
   return [gate = local_gate_](const v1::AddRequest& request, v1::AddResponse* response,
                               std::function<void(const grpc::Status&)> done) {
-    gate->active.fetch_add(1);
-    BookieServiceImpl* service = gate->service.load();
-    if (service == nullptr) {
-      gate->active.fetch_sub(1);
-      done(grpc::Status(grpc::StatusCode::UNAVAILABLE, "bookie is shutting down"));
-      return;
-    }
-    service->AddDirect(request, response, std::move(done));
-    gate->active.fetch_sub(1);
+    const bool served = ThroughGate(*gate, [&](BookieServiceImpl* service) {
+      service->AddDirect(request, response, std::move(done));
+    });
+    if (!served) done(grpc::Status(grpc::StatusCode::UNAVAILABLE, "bookie is shutting down"));
   };
 }
 
@@ -135,15 +137,12 @@ absl::StatusOr<std::unique_ptr<BookieServer>> BookieServer::Start(BookieOptions 
                                  std::vector<EntryView> entries, AddEntriesDone done) {
       service->CountAddPortRequest();
       // The gate of LocalAdd: after Shutdown begins, UNAVAILABLE.
-      gate->active.fetch_add(1);
-      BookieServiceImpl* serving = gate->service.load();
-      if (serving == nullptr) {
-        gate->active.fetch_sub(1);
+      const bool served = ThroughGate(*gate, [&](BookieServiceImpl* serving) {
+        serving->AddEntries(expected_instance_id, recovery, std::move(entries), std::move(done));
+      });
+      if (!served) {
         std::move(done)(grpc::Status(grpc::StatusCode::UNAVAILABLE, "bookie is shutting down"), {});
-        return;
       }
-      serving->AddEntries(expected_instance_id, recovery, std::move(entries), std::move(done));
-      gate->active.fetch_sub(1);
     };
     AddServerLimits limits;
     limits.max_connections = s->options_.add_port_max_connections;
