@@ -201,13 +201,9 @@ void WriterState::SendAll(std::vector<AddCall*> calls) {
       // A bookie of this process: its storage answers after the fdatasync,
       // on its journal thread (no deadline: a local disk that never answers
       // fails nothing else either; Shutdown waits for the answer).
-      call->conn->local_add(call->request, &call->response,
-                            [this, call](const grpc::Status& status) {
-                              if (status.ok()) {
-                                AddChannel::AppendResults(call->response, &call->results);
-                              }
-                              OnAddDone(call, status);
-                            });
+      call->conn->local_add(call->request, &call->response, [this, call](const grpc::Status& s) {
+        OnAddResponseDone(call, s);
+      });
       continue;
     }
     if (call->conn->add_channel) {
@@ -227,16 +223,17 @@ void WriterState::SendAll(std::vector<AddCall*> calls) {
     }
     call->ctx.set_deadline(absl::ToChronoTime(deadline));
     const bool started = call->conn->StartCall([this, call] {
-      call->conn->stub->async()->Add(&call->ctx, &call->request, &call->response,
-                                     [this, call](grpc::Status status) {
-                                       if (status.ok()) {
-                                         AddChannel::AppendResults(call->response, &call->results);
-                                       }
-                                       OnAddDone(call, status);
-                                     });
+      call->conn->stub->async()->Add(
+          &call->ctx, &call->request, &call->response,
+          [this, call](grpc::Status status) { OnAddResponseDone(call, status); });
     });
     if (!started) OnAddDone(call, ShutDownStatus(*call->conn));
   }
+}
+
+void WriterState::OnAddResponseDone(AddCall* call, const grpc::Status& status) {
+  if (status.ok()) AddChannel::AppendResults(call->response, &call->results);
+  OnAddDone(call, status);
 }
 
 void WriterState::OnAddDone(AddCall* call, const grpc::Status& status) {

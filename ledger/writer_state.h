@@ -195,6 +195,9 @@ class WriterState {
   void PumpHeldLocked(std::vector<AddCall*>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendAll(std::vector<AddCall*> calls) ABSL_LOCKS_EXCLUDED(mu_);
   void OnAddDone(AddCall* call, const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  // OnAddDone for a call answered in `response` (the Add RPC, local_add):
+  // copies its results into `results` first.
+  void OnAddResponseDone(AddCall* call, const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   // Handles a reply under mu_; `out` gets follow-up calls to send.
   void HandleAddReplyLocked(const AddCall& call, const grpc::Status& status,
                             std::vector<AddCall*>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
