@@ -23,6 +23,8 @@ namespace {
 
 constexpr char kInstanceFile[] = "INSTANCE";
 constexpr char kCheckpointFile[] = "CHECKPOINT";
+// The second word of INSTANCE until the first start wrote CHECKPOINT.
+constexpr char kInstanceNewMark[] = "new";
 constexpr char kIndexDir[] = "index";
 // Replay applies index updates in batches of this many records.
 constexpr int kReplayBatchRecords = 10000;
@@ -92,12 +94,18 @@ absl::Status BookieStorage::LoadOrCreateInstanceId(const std::vector<std::string
       std::find(children.begin(), children.end(), kInstanceFile) != children.end();
   if (has_instance) {
     ASSIGN_OR_RETURN(std::string contents, ReadFileToString(env_, path));
-    const std::string id(absl::StripAsciiWhitespace(contents));
-    if (!ValidInstanceId(id)) {
+    // "<id>", or "<id> new" while the first start has not written its
+    // CHECKPOINT (docs/bookie-format.md, "Startup", step 1).
+    const std::vector<absl::string_view> words =
+        absl::StrSplit(contents, absl::ByAnyChar(" \t\r\n"), absl::SkipEmpty());
+    const bool fresh = words.size() == 2 && words[1] == kInstanceNewMark;
+    if ((words.size() != 1 && !fresh) ||
+        !ValidInstanceId(std::string_view(words[0].data(), words[0].size()))) {
       return absl::FailedPreconditionError(
           absl::StrCat(path, " does not hold a valid instance id (32 hex digits)"));
     }
-    instance_id_ = id;
+    instance_id_ = std::string(words[0]);
+    instance_new_ = fresh;
     return absl::OkStatus();
   }
   for (const std::string& name : children) {
@@ -109,7 +117,9 @@ absl::Status BookieStorage::LoadOrCreateInstanceId(const std::vector<std::string
     }
   }
   instance_id_ = NewInstanceId();
-  RETURN_IF_ERROR(WriteFileAtomically(env_, path, instance_id_ + "\n"));
+  instance_new_ = true;
+  RETURN_IF_ERROR(
+      WriteFileAtomically(env_, path, absl::StrCat(instance_id_, " ", kInstanceNewMark, "\n")));
   // The data dir itself may be new: make its entry in the parent durable.
   return env_->SyncDir(DirName(options_.dir));
 }
@@ -201,6 +211,20 @@ absl::Status BookieStorage::Init() {
   // (replay then starts at the first journal file and loses nothing).
   const bool has_checkpoint =
       std::find(children.begin(), children.end(), kCheckpointFile) != children.end();
+  if (!has_checkpoint && !instance_new_) {
+    // Every start that got this far once wrote CHECKPOINT before INSTANCE
+    // lost its "new" mark: the directory's state was removed and its id
+    // kept. Serving under that id would answer NO_SUCH_ENTRY for entries
+    // it acknowledged and forget its fences and deleted ledgers.
+    return absl::DataLossError(absl::StrCat(
+        "data dir ", options_.dir, " has an instance id (", kInstanceFile, ": ", instance_id_,
+        ") but no ", kCheckpointFile,
+        ": its index, checkpoint or journal were removed, so the entries and fence marks it "
+        "acknowledged under that id are gone. Restore the directory whole, or wipe it "
+        "completely: the bookie then starts as a new instance holding none of its old entries "
+        "(if this bookie never once started successfully, removing ",
+        kInstanceFile, " is enough)"));
+  }
   {
     const std::string index_dir = absl::StrCat(options_.dir, "/", kIndexDir);
     absl::StatusOr<std::unique_ptr<Index>> index = Index::Open(index_dir, !has_checkpoint);
@@ -317,6 +341,13 @@ absl::Status BookieStorage::Init() {
     RETURN_IF_ERROR(journal_->Sync());
     RETURN_IF_ERROR(index_->Flush());
     RETURN_IF_ERROR(WriteCheckpointFile(end));
+  }
+  if (instance_new_) {
+    // The first start is complete (CHECKPOINT is written): from now on a
+    // missing CHECKPOINT means lost data.
+    RETURN_IF_ERROR(WriteFileAtomically(env_, absl::StrCat(options_.dir, "/", kInstanceFile),
+                                        instance_id_ + "\n"));
+    instance_new_ = false;
   }
   {
     absl::MutexLock l(&mu_);

@@ -385,6 +385,9 @@ class BookieStorage {
   // directory, even on its first start, writes nothing there.
   DataDirLock dir_lock_;
   std::string instance_id_;
+  // INSTANCE still says "new": the first start has not written CHECKPOINT
+  // (set and cleared by Init only).
+  bool instance_new_ = false;
   std::unique_ptr<Index> index_;
   LacWaiters lac_waiters_;
 

@@ -12,6 +12,7 @@
 #include "base/data_dir_lock.h"
 #include "base/fault_env.h"
 #include "base/fault_point.h"
+#include "base/file.h"
 #include "gtest/gtest.h"
 #include "ledger/bookie/test_util.h"
 
@@ -443,6 +444,76 @@ TEST_F(StorageTest, DataWithoutInstanceFileIsRefused) {
   ASSERT_TRUE(Env::Default()->DeleteFile(dir_ + "/INSTANCE").ok());
   auto reopened = BookieStorage::Open(Options());
   EXPECT_TRUE(absl::IsFailedPrecondition(reopened.status())) << reopened.status();
+}
+
+// A directory whose state was removed but whose INSTANCE was kept (by
+// hand: "delete everything but the id", or CHECKPOINT and the index only)
+// must not serve under its old id: it would answer NO_SUCH_ENTRY for
+// entries it acknowledged (L2) and forget its fence marks (L5). Refused
+// with DATA_LOSS, changing nothing.
+TEST_F(StorageTest, APartlyWipedDirectoryIsRefusedNotServedUnderItsOldId) {
+  auto fill = [&](const std::string& dir) {
+    StorageOptions o = Options();
+    o.dir = dir;
+    auto s = Open(o);
+    EXPECT_EQ(AddOne(*s, 1, 0), v1::OK);
+    EXPECT_EQ(FenceSync(*s, 1), v1::OK);
+    return s->instance_id();
+  };
+  auto read_instance = [](const std::string& dir) {
+    absl::StatusOr<std::string> c = ReadFileToString(Env::Default(), dir + "/INSTANCE");
+    return c.ok() ? *c : c.status().ToString();
+  };
+  {
+    // Everything but INSTANCE (and the lock file) removed.
+    const std::string id = fill(dir_);
+    ASSERT_EQ(read_instance(dir_), id + "\n") << "a started directory's INSTANCE has no mark";
+    for (const auto& child : std::filesystem::directory_iterator(dir_)) {
+      const std::string name = child.path().filename().string();
+      if (name != "INSTANCE" && name != "LOCK") std::filesystem::remove_all(child.path());
+    }
+    auto refused = BookieStorage::Open(Options());
+    EXPECT_TRUE(absl::IsDataLoss(refused.status())) << refused.status();
+    EXPECT_NE(refused.status().message().find("no CHECKPOINT"), std::string::npos)
+        << refused.status();
+    EXPECT_EQ(read_instance(dir_), id + "\n");
+    EXPECT_FALSE(std::filesystem::exists(dir_ + "/index")) << "nothing may be created";
+    EXPECT_FALSE(std::filesystem::exists(dir_ + "/CHECKPOINT"));
+  }
+  {
+    // CHECKPOINT and the index removed, the journal kept.
+    const std::string dir = NewTempDir("partly-wiped");
+    fill(dir);
+    std::filesystem::remove(dir + "/CHECKPOINT");
+    std::filesystem::remove_all(dir + "/index");
+    StorageOptions o = Options();
+    o.dir = dir;
+    auto refused = BookieStorage::Open(o);
+    EXPECT_TRUE(absl::IsDataLoss(refused.status())) << refused.status();
+  }
+}
+
+// A first start that stopped after writing INSTANCE ("<id> new") and
+// before its CHECKPOINT served nothing: the next start goes on under that
+// id, and only then drops the mark.
+TEST_F(StorageTest, AFirstStartStoppedBeforeItsCheckpointStartsAgainUnderItsId) {
+  const std::string id = "0123456789abcdef0123456789abcdef";
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/INSTANCE", id + " new\n").ok());
+  {
+    auto s = Open();
+    EXPECT_EQ(s->instance_id(), id);
+    EXPECT_TRUE(std::filesystem::exists(dir_ + "/CHECKPOINT"));
+    EXPECT_EQ(*ReadFileToString(Env::Default(), dir_ + "/INSTANCE"), id + "\n");
+    EXPECT_EQ(AddOne(*s, 3, 0), v1::OK);
+  }
+  auto s = Open();
+  EXPECT_EQ(s->instance_id(), id);
+  EXPECT_EQ(ReadBack(*s, 3, 0), v1::OK);
+  // Anything else in INSTANCE is no id at all.
+  s.reset();
+  ASSERT_TRUE(WriteFileAtomically(Env::Default(), dir_ + "/INSTANCE", id + " old\n").ok());
+  auto bad = BookieStorage::Open(Options());
+  EXPECT_TRUE(absl::IsFailedPrecondition(bad.status())) << bad.status();
 }
 
 TEST_F(StorageTest, DirectoryInUseIsRefused) {
