@@ -307,8 +307,9 @@ TEST_F(BookieServerTest, ReadOnlyIsPublishedInTheRegistration) {
   v1::AddRequest req;
   v1::Entry* e = req.add_entries();
   e->set_ledger_id(1);
+  e->set_lac(-1);
   e->set_payload("x");
-  e->set_checksum(EntryChecksum(1, 0, 0, "x"));
+  e->set_checksum(EntryChecksum(1, 0, -1, "x"));
   v1::AddResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <filesystem>
+#include <limits>
+#include <optional>
 #include <thread>
 #include <string>
 #include <vector>
@@ -112,6 +114,34 @@ TEST_F(StorageTest, ABatchOfSmallAndLargeEntriesReadsBackByteForByteAndAfterRest
   check(*s);
   EXPECT_EQ(s->GetLedger(9), (LedgerState{false, static_cast<int64_t>(sizes.size()) - 2,
                                            static_cast<int64_t>(sizes.size()) - 1}));
+}
+
+// An entry carries its writer's LAC before it (-1 <= lac < entry_id), and
+// a read names first + count: entries outside these bounds are refused and
+// change nothing. A LAC ahead of the entry, stored, would make readers and
+// recoveries look for entries nobody wrote (a recovery then stays stuck).
+TEST_F(StorageTest, AddWithImpossibleLacOrIdIsInvalidAndChangesNothing) {
+  auto s = Open();
+  ASSERT_EQ(AddOne(*s, 1, 0, -1), v1::OK);
+  ASSERT_EQ(AddOne(*s, 1, 1, 0), v1::OK);
+  const std::optional<LedgerState> before = s->GetLedger(1);
+  ASSERT_TRUE(before.has_value());
+  EntryBatch bad;
+  bad.Add(1, 2, 2);    // its own id
+  bad.Add(1, 3, 50);   // ahead of it
+  bad.Add(1, 4, -2);   // below "none"
+  bad.Add(1, std::numeric_limits<int64_t>::max(), 5);
+  bad.Add(1, 5, 4);    // fine, in the same batch
+  EXPECT_EQ(AddSync(*s, bad), (std::vector<Code>{v1::INVALID, v1::INVALID, v1::INVALID,
+                                                 v1::INVALID, v1::OK}));
+  EXPECT_EQ(AddOne(*s, 2, 7, 7), v1::INVALID);
+  EXPECT_EQ(AddOne(*s, 2, 7, 8, /*recovery=*/true), v1::INVALID);
+  for (int64_t e : {2, 3}) EXPECT_EQ(ReadBack(*s, 1, e), v1::NO_SUCH_ENTRY) << e;
+  const std::optional<LedgerState> after = s->GetLedger(1);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->lac, 4) << "the LAC comes from the valid entry only";
+  EXPECT_EQ(after->last_entry_id, 5);
+  EXPECT_FALSE(s->GetLedger(2).has_value()) << "a refused add must not create its ledger";
 }
 
 TEST_F(StorageTest, AddWithBadChecksumIsInvalidAndNotStored) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iterator>
+#include <limits>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -28,8 +29,13 @@ void BookieStorage::Add(std::vector<EntryView> entries, bool recovery, AddCallba
     item.entry = entries[i];
     const EntryView& e = entries[i];
     // Checked here, on the caller's thread, so that checksum work spreads
-    // over the gRPC threads instead of serialising on the writer.
-    if (e.entry_id < 0 || e.payload.size() > kMaxPayloadSize ||
+    // over the gRPC threads instead of serialising on the writer. An entry
+    // carries the LAC its writer had before adding it, so -1 <= lac <
+    // entry_id; a larger one would make readers and recoveries look for
+    // entries nobody wrote. The largest id could never be read (a read
+    // names first + count), so it is refused too.
+    if (e.entry_id < 0 || e.entry_id == std::numeric_limits<int64_t>::max() || e.lac < -1 ||
+        e.lac >= e.entry_id || e.payload.size() > kMaxPayloadSize ||
         EntryChecksum(e.ledger_id, e.entry_id, e.lac, e.payload) != e.checksum) {
       item.code = v1::INVALID;
     }
