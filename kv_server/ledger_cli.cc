@@ -175,6 +175,7 @@ int Follow(ledger::LedgerClient* client, uint64_t id, int64_t from, Output& o,
   }
 }
 
+// `from` < 0: not given (from entry 0); `to` < 0: up to the last readable.
 int Read(ledger::LedgerClient* client, uint64_t id, int64_t from, int64_t to, Output& o) {
   auto reader = client->OpenLedger(id, ledger::OpenMode::kNoRecovery);
   if (!reader.ok()) return o.Fail(reader.status());
@@ -185,6 +186,12 @@ int Read(ledger::LedgerClient* client, uint64_t id, int64_t from, int64_t to, Ou
     auto lac = (*reader)->ReadLac();
     if (!lac.ok()) return o.Fail(lac.status());
     last = *lac;
+  }
+  if (from < 0) {
+    // The default range 0..last of a ledger with nothing readable (closed
+    // empty, or nothing confirmed yet) is empty: nothing to print.
+    if (to < 0 && last < 0) return 0;
+    from = 0;
   }
   if (from > last && (to < 0 || from <= to)) {
     // Nothing to print is not success: the operator asked for entries that
@@ -456,8 +463,8 @@ int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
   if (!absl::SimpleAtoi(command[1], &id)) {
     return o.Usage(absl::StrCat("bad ledger id \"", command[1], "\""));
   }
-  int64_t from = 0;
-  int64_t to = -1;  // -1: up to the last readable entry
+  int64_t from = -1;  // -1: not given (entry 0, and an empty ledger prints nothing)
+  int64_t to = -1;    // -1: up to the last readable entry
   bool follow = false;
   bool force = false;
   // "--from N", "--to M", "--follow"; delete's "--force".
@@ -496,7 +503,8 @@ int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
     return 0;
   }
   if (verb == "read") {
-    return follow ? Follow(client->get(), id, from, o, flush) : Read(client->get(), id, from, to, o);
+    return follow ? Follow(client->get(), id, std::max<int64_t>(from, 0), o, flush)
+                  : Read(client->get(), id, from, to, o);
   }
   if (verb == "recover") {
     if (!force) {

@@ -49,6 +49,31 @@ Result RunCli(ledger::testing::TestCluster& cluster, std::vector<std::string> co
   return r;
 }
 
+// `read ID` means entries 0..LAC: for a ledger with none readable (closed
+// empty, or open with nothing confirmed) that range is empty, which is
+// success with no output. Entries asked for by number that are not there
+// are still an error.
+TEST(LedgerCli, ReadingAnEmptyLedgerPrintsNothingAndSucceeds) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, ledger::testing::TestCluster::Start({.bookies = 1}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto closed, client->CreateLedger(ledger::testing::Quorums(1, 1, 1)));
+  LKV_ASSERT_OK(closed->Close());
+  LKV_ASSIGN_OR_FAIL(auto open, client->CreateLedger(ledger::testing::Quorums(1, 1, 1)));
+  for (const uint64_t id : {closed->id(), open->id()}) {
+    const std::string name = absl::StrCat(id);
+    Result all = RunCli(*cluster, {"read", name});
+    EXPECT_EQ(all.code, 0) << name << ": " << all.err;
+    EXPECT_EQ(all.out, "") << name;
+    EXPECT_EQ(all.err, "") << name;
+    Result from = RunCli(*cluster, {"read", name, "--from", "0"});
+    EXPECT_EQ(from.code, 1) << name;
+    EXPECT_THAT(from.err, HasSubstr("--from 0 is beyond the last readable entry -1")) << name;
+    Result to = RunCli(*cluster, {"read", name, "--to", "0"});
+    EXPECT_EQ(to.code, 1) << name;
+    EXPECT_THAT(to.err, HasSubstr("OUT_OF_RANGE")) << name;
+  }
+}
+
 TEST(LedgerCli, ListShowReadRecoverDeleteAgainstLiveBookies) {
   LKV_ASSIGN_OR_FAIL(auto cluster, ledger::testing::TestCluster::Start({.bookies = 3}));
   LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
