@@ -347,6 +347,7 @@ TEST(LedgerkvctlBookieTest, BookieInfoShowsIdentityStateAndCounters) {
   EXPECT_THAT(lines, ::testing::Contains(absl::StrCat("bookie_id: ", words[1])));
   EXPECT_THAT(lines, ::testing::Contains(absl::StrCat("instance_id: ", instance)));
   EXPECT_THAT(lines, ::testing::Contains("state: WRITABLE"));
+  EXPECT_THAT(lines, ::testing::Contains("fsync: on"));
   EXPECT_THAT(text.out, Not(HasSubstr("read_only_reason")));
   EXPECT_THAT(text.out, HasSubstr("\nsyncs: "));
   EXPECT_THAT(text.out, HasSubstr("\ngroup_commit_waits: "));
@@ -356,6 +357,7 @@ TEST(LedgerkvctlBookieTest, BookieInfoShowsIdentityStateAndCounters) {
   EXPECT_THAT(json.out, HasSubstr(absl::StrCat("\"instance_id\":\"", instance, "\"")));
   EXPECT_THAT(json.out, HasSubstr("\"group_commit_waits\":"));
   EXPECT_THAT(json.out, HasSubstr("\"state\":\"WRITABLE\""));
+  EXPECT_THAT(json.out, HasSubstr("\"no_sync\":false"));
 
   CtlResult down = RunCtlBinary(
       {"--timeout", "2s", "bookie", "info", absl::StrCat("127.0.0.1:", testing::FreePort())});
@@ -386,6 +388,19 @@ TEST(LedgerkvctlBookieTest, BookieInfoOfAReadOnlyBookieNamesTheReason) {
   EXPECT_THAT(json, HasSubstr("\"disk_usage_percent\":96.4"));
   EXPECT_THAT(json, HasSubstr("\"read_only_reason\":\"journal fdatasync failed: No space left on "
                               "device\""));
+}
+
+// A bookie in relaxed mode says so where an operator looks: its
+// acknowledgements do not survive a power failure.
+TEST(LedgerkvctlBookieTest, BookieInfoSaysWhenFsyncIsOff) {
+  bookie::v1::GetInfoResponse info;
+  info.set_bookie_id("b1");
+  info.set_state(bookie::v1::WRITABLE);
+  info.set_no_sync(true);
+  EXPECT_THAT(Lines(FormatBookieInfo(info, OutputFormat::kText)),
+              ::testing::Contains("fsync: OFF (--no-sync: acknowledged entries can be lost on "
+                                  "power failure)"));
+  EXPECT_THAT(FormatBookieInfo(info, OutputFormat::kJson), HasSubstr("\"no_sync\":true"));
 }
 
 }  // namespace

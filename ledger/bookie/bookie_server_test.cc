@@ -326,6 +326,26 @@ TEST_F(BookieServerTest, ReadOnlyIsPublishedInTheRegistration) {
   server.reset();
 }
 
+// GetInfo tells an operator whether the bookie acknowledges adds only
+// after their fdatasync (the default) or runs relaxed (--no-sync).
+TEST_F(BookieServerTest, GetInfoSaysWhetherAddsWaitForFdatasync) {
+  for (const bool sync : {true, false}) {
+    data_dir_ = NewTempDir(sync ? "sync" : "nosync");
+    BookieOptions o = Options();
+    o.bookie_id = sync ? "bookie-sync" : "bookie-nosync";
+    o.sync = sync;
+    auto server = Start(o);
+    ASSERT_NE(server, nullptr);
+    auto stub = v1::Bookie::NewStub(
+        grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+    v1::GetInfoResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ASSERT_TRUE(stub->GetInfo(&ctx, v1::GetInfoRequest(), &resp).ok());
+    EXPECT_EQ(resp.no_sync(), !sync);
+  }
+}
+
 // The registration follows the disk watermark both ways, so placement
 // avoids a full bookie and uses it again once space is freed (real tmpfs);
 // GetInfo says why, with the usage.

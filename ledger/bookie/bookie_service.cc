@@ -293,6 +293,7 @@ grpc::ServerUnaryReactor* BookieServiceImpl::GetInfo(grpc::CallbackServerContext
   resp->set_entries_added(stats.entries_added);
   resp->set_syncs(stats.syncs);
   resp->set_group_commit_waits(stats.group_commit_waits);
+  resp->set_no_sync(!stats.sync);
   resp->set_disk_usage_percent(stats.disk_usage < 0 ? -1 : 100 * stats.disk_usage);
   resp->set_read_requests(read_requests_.load(std::memory_order_relaxed));
   resp->set_add_port(static_cast<uint32_t>(add_port_.load(std::memory_order_relaxed)));

@@ -577,6 +577,7 @@ StorageStats BookieStorage::GetStats() const {
   s.syncs = syncs_;
   s.group_commit_waits = group_commit_waits_;
   s.corrupt_records_at_startup = corrupt_records_;
+  s.sync = options_.sync;
   return s;
 }
 

@@ -125,6 +125,9 @@ struct StorageStats {
   // Batches that waited for more items (group commit wait).
   uint64_t group_commit_waits = 0;
   uint64_t corrupt_records_at_startup = 0;
+  // StorageOptions::sync: false in relaxed mode (--no-sync), where adds are
+  // acknowledged before their fdatasync.
+  bool sync = true;
 };
 
 class BookieStorage {
