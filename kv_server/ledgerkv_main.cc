@@ -127,14 +127,20 @@ struct Flag {
   const char* name;
   Kind kind;
   std::function<void(const std::string& text, int64_t number)> set;
+  // kPositive: the largest value, and what the value is (for errors).
+  int64_t max = std::numeric_limits<int32_t>::max();
+  const char* what = "a positive integer";
 };
 
 Flag StringFlag(const char* name, std::string* out) {
   return {name, Flag::Kind::kString, [out](const std::string& v, int64_t) { *out = v; }};
 }
 
-Flag PositiveFlag(const char* name, std::function<void(int64_t)> set) {
-  return {name, Flag::Kind::kPositive, [set](const std::string&, int64_t n) { set(n); }};
+Flag PositiveFlag(const char* name, std::function<void(int64_t)> set,
+                  int64_t max = std::numeric_limits<int32_t>::max(),
+                  const char* what = "a positive integer") {
+  return {name, Flag::Kind::kPositive, [set](const std::string&, int64_t n) { set(n); }, max,
+          what};
 }
 
 Flag SwitchFlag(const char* name, std::function<void()> set) {
@@ -165,15 +171,16 @@ std::optional<int> ParseFlags(const std::string& command, const std::vector<std:
     // larger values wrapped when narrowed to int (--bookies 4294967297 was
     // 1) or overflowed when scaled (--snapshot-log-mb).
     int64_t n = 0;
-    const bool ok = i + 1 < args.size() &&
-                    (flag->kind == Flag::Kind::kString ||
-                     (absl::SimpleAtoi(args[i + 1], &n) && n > 0 &&
-                      n <= std::numeric_limits<int32_t>::max()));
+    const bool given = i + 1 < args.size();
+    const bool ok = given && (flag->kind == Flag::Kind::kString ||
+                              (absl::SimpleAtoi(args[i + 1], &n) && n > 0 && n <= flag->max));
     if (!ok) {
-      return Usage(absl::StrCat(command, ": ", a, " needs a value",
-                                flag->kind == Flag::Kind::kPositive
-                                    ? " (a positive integer up to 2147483647)"
-                                    : ""));
+      std::string want;
+      if (flag->kind == Flag::Kind::kPositive) {
+        want = absl::StrCat(" (", flag->what, " from 1 to ", flag->max, ")");
+        if (given) absl::StrAppend(&want, ", not \"", args[i + 1], "\"");
+      }
+      return Usage(absl::StrCat(command, ": ", a, " needs a value", want));
     }
     flag->set(args[++i], n);
   }
@@ -188,16 +195,15 @@ struct DiskWatermarkFlags {
   std::optional<int64_t> low;
 
   std::vector<Flag> flags() {
-    return {PositiveFlag("--disk-high-watermark", [this](int64_t n) { high = n; }),
-            PositiveFlag("--disk-low-watermark", [this](int64_t n) { low = n; })};
+    return {PositiveFlag("--disk-high-watermark", [this](int64_t n) { high = n; }, 100,
+                         "a percent"),
+            PositiveFlag("--disk-low-watermark", [this](int64_t n) { low = n; }, 100,
+                         "a percent")};
   }
 
   // Sets the fractions, or returns the exit code of a usage error.
   std::optional<int> Apply(const std::string& command, double* high_out, double* low_out) const {
-    const int64_t h = high.value_or(95);
-    if (h > 100 || low.value_or(0) > 100) {
-      return Usage(absl::StrCat(command, ": disk watermarks are percents (1-100)"));
-    }
+    const int64_t h = high.value_or(95);  // 1-100: the flags' bounds
     if (h == 100) {  // off: the low one does not matter
       *high_out = 1;
       return std::nullopt;

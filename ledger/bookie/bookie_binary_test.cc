@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -349,6 +350,25 @@ TEST(BookieBinaryTest, UsageErrorsExitWithTwo) {
   EXPECT_EQ(WEXITSTATUS(run(bookie + "--disk-high-watermark 3")), 2);  // low would be -2
   EXPECT_EQ(WEXITSTATUS(run(bookie + "--disk-high-watermark 80 --disk-low-watermark 70")), 1);
   EXPECT_EQ(WEXITSTATUS(run(bookie + "--disk-high-watermark 100 --disk-low-watermark 97")), 1);
+  // A bad number says what the flag takes and what it got.
+  auto error_of = [](const std::string& args) {
+    std::string out;
+    FILE* p = ::popen((BinaryPath() + " " + args + " 2>&1 >/dev/null").c_str(), "r");
+    if (p == nullptr) return out;
+    char buf[512];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+    ::pclose(p);
+    return out;
+  };
+  for (const char* bad : {"0", "abc", "101"}) {
+    EXPECT_NE(error_of(bookie + "--disk-high-watermark " + bad)
+                  .find(absl::StrCat("--disk-high-watermark needs a value (a percent from 1 to "
+                                     "100), not \"",
+                                     bad, "\"")),
+              std::string::npos)
+        << bad;
+  }
 }
 
 }  // namespace
