@@ -399,7 +399,7 @@ absl::Status BookieStorage::ReplayFile(uint64_t number, uint64_t start, bool las
                      Location{number, scanner.record_offset(),
                               static_cast<uint32_t>(kRecordHeaderSize + h.payload_size)});
       LedgerState& st = state_of(h.ledger_id);
-      st.lac = std::max(st.lac, h.lac);
+      st.lac = std::max(st.lac, EffectiveLac(h.lac, h.entry_id));
       st.last_entry_id = std::max(st.last_entry_id, h.entry_id);
     }
     ++pending;

@@ -19,6 +19,7 @@
 // another Add/Fence.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -106,6 +107,14 @@ struct EntryView {
   uint32_t checksum = 0;
   std::string_view payload;
 };
+
+// The LAC an entry may raise its ledger's to: below its own id. Normal adds
+// outside -1 <= lac < entry_id are refused; recovery adds copy entries as
+// stored, and one stored before that check (or from a client outside the
+// protocol) may carry more.
+inline int64_t EffectiveLac(int64_t lac, int64_t entry_id) {
+  return std::min(lac, entry_id - 1);
+}
 
 struct StorageStats {
   // Failed (permanently) or over the disk usage watermark.

@@ -32,10 +32,14 @@ void BookieStorage::Add(std::vector<EntryView> entries, bool recovery, AddCallba
     // over the gRPC threads instead of serialising on the writer. An entry
     // carries the LAC its writer had before adding it, so -1 <= lac <
     // entry_id; a larger one would make readers and recoveries look for
-    // entries nobody wrote. The largest id could never be read (a read
-    // names first + count), so it is refused too.
-    if (e.entry_id < 0 || e.entry_id == std::numeric_limits<int64_t>::max() || e.lac < -1 ||
-        e.lac >= e.entry_id || e.payload.size() > kMaxPayloadSize ||
+    // entries nobody wrote. Recovery adds copy entries as a bookie stored
+    // them (one from before this check, or from a client outside the
+    // protocol, may carry more): they are kept, and their LAC counts only
+    // up to entry_id - 1 (EffectiveLac). The largest id could never be read
+    // (a read names first + count), so it is refused either way.
+    const bool lac_in_range = e.lac >= -1 && e.lac < e.entry_id;
+    if (e.entry_id < 0 || e.entry_id == std::numeric_limits<int64_t>::max() ||
+        (!recovery && !lac_in_range) || e.payload.size() > kMaxPayloadSize ||
         EntryChecksum(e.ledger_id, e.entry_id, e.lac, e.payload) != e.checksum) {
       item.code = v1::INVALID;
     }
@@ -471,7 +475,7 @@ void BookieStorage::PublishBatch(std::vector<std::unique_ptr<WriteRequest>>& bat
       if (item.kind == WriteItem::Kind::kFence) {
         st.fenced = true;
       } else {
-        st.lac = std::max(st.lac, item.entry.lac);
+        st.lac = std::max(st.lac, EffectiveLac(item.entry.lac, item.entry.entry_id));
         st.last_entry_id = std::max(st.last_entry_id, item.entry.entry_id);
         recent_[key] = item.location;
         work->items.push_back(ApplyItem{key, item.location, nullptr});
