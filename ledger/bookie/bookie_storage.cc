@@ -219,11 +219,12 @@ absl::Status BookieStorage::Init() {
     return absl::DataLossError(absl::StrCat(
         "data dir ", options_.dir, " has an instance id (", kInstanceFile, ": ", instance_id_,
         ") but no ", kCheckpointFile,
-        ": its index, checkpoint or journal were removed, so the entries and fence marks it "
-        "acknowledged under that id are gone. Restore the directory whole, or wipe it "
-        "completely: the bookie then starts as a new instance holding none of its old entries "
-        "(if this bookie never once started successfully, removing ",
-        kInstanceFile, " is enough)"));
+        ": its index, checkpoint or journal were removed, so it cannot vouch for the entries "
+        "and fence marks it acknowledged under that id. Restore the directory whole, or wipe "
+        "it completely: the bookie then starts as a new instance holding none of its old "
+        "entries (with a metadata store its cookie refuses that until its ledgers no longer "
+        "need it, docs/bookie-format.md). A bookie whose very first start crashed "
+        "acknowledged nothing: wipe its directory"));
   }
   {
     const std::string index_dir = absl::StrCat(options_.dir, "/", kIndexDir);

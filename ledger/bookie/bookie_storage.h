@@ -153,9 +153,10 @@ class BookieStorage {
   // the last journal file and starts the threads.
   // Errors: FAILED_PRECONDITION (directory holds data but no INSTANCE file,
   // or a malformed one); DATA_LOSS (corrupt record header or a missing
-  // journal file in the middle of the journal: entries may be lost, so the
-  // bookie must not serve as if it had them all); UNAVAILABLE (directory in
-  // use by another process); I/O errors.
+  // journal file in the middle of the journal, an index lost after a
+  // checkpoint, or an instance id without CHECKPOINT: entries may be lost,
+  // so the bookie must not serve as if it had them all); UNAVAILABLE
+  // (directory in use by another process); I/O errors.
   static absl::StatusOr<std::unique_ptr<BookieStorage>> Open(StorageOptions options);
 
   // Close().
