@@ -187,13 +187,14 @@ int Read(ledger::LedgerClient* client, uint64_t id, int64_t from, int64_t to, Ou
     if (!lac.ok()) return o.Fail(lac.status());
     last = *lac;
   }
-  if (from < 0) {
+  const bool from_given = from >= 0;
+  if (!from_given) {
     // The default range 0..last of a ledger with nothing readable (closed
     // empty, or nothing confirmed yet) is empty: nothing to print.
     if (to < 0 && last < 0) return 0;
     from = 0;
   }
-  if (from > last && (to < 0 || from <= to)) {
+  if (from_given && from > last && (to < 0 || from <= to)) {
     // Nothing to print is not success: the operator asked for entries that
     // are not there (yet).
     return o.Fail(absl::OutOfRangeError(
