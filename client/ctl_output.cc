@@ -199,9 +199,10 @@ std::string FormatBookieInfo(const bookie::v1::GetInfoResponse& r, OutputFormat 
     std::string out = absl::StrCat("bookie_id: ", r.bookie_id(), "\ninstance_id: ",
                                    r.instance_id(), "\nstate: ", state, "\n");
     absl::StrAppend(&out, "fsync: ",
-                    r.no_sync() ? "OFF (--no-sync: acknowledged entries can be lost on power "
-                                  "failure)"
-                                : "on",
+                    !r.has_no_sync() ? "unknown (the bookie is too old to say)"
+                    : r.no_sync()    ? "OFF (--no-sync: acknowledged entries can be lost on "
+                                       "power failure)"
+                                     : "on",
                     "\n");
     if (!r.read_only_reason().empty()) {
       absl::StrAppend(&out, "read_only_reason: ", r.read_only_reason(), "\n");
@@ -217,7 +218,8 @@ std::string FormatBookieInfo(const bookie::v1::GetInfoResponse& r, OutputFormat 
   }
   return absl::StrCat("{\"bookie_id\":", JsonQuote(r.bookie_id()),
                       ",\"instance_id\":", JsonQuote(r.instance_id()), ",\"state\":\"", state,
-                      "\",\"no_sync\":", r.no_sync() ? "true" : "false",
+                      "\",\"no_sync\":",
+                      !r.has_no_sync() ? "null" : r.no_sync() ? "true" : "false",
                       ",\"read_only_reason\":", JsonQuote(r.read_only_reason()),
                       ",\"ledgers\":", r.ledger_count(), ",\"journal_bytes\":", r.journal_bytes(),
                       ",\"entries_added\":", r.entries_added(), ",\"syncs\":", r.syncs(),

@@ -401,6 +401,11 @@ TEST(LedgerkvctlBookieTest, BookieInfoSaysWhenFsyncIsOff) {
               ::testing::Contains("fsync: OFF (--no-sync: acknowledged entries can be lost on "
                                   "power failure)"));
   EXPECT_THAT(FormatBookieInfo(info, OutputFormat::kJson), HasSubstr("\"no_sync\":true"));
+  // A bookie older than the field cannot say: not "on".
+  info.clear_no_sync();
+  EXPECT_THAT(Lines(FormatBookieInfo(info, OutputFormat::kText)),
+              ::testing::Contains("fsync: unknown (the bookie is too old to say)"));
+  EXPECT_THAT(FormatBookieInfo(info, OutputFormat::kJson), HasSubstr("\"no_sync\":null"));
 }
 
 }  // namespace
