@@ -29,6 +29,7 @@
 namespace ledgerkv::ledger {
 namespace {
 
+using testing::CorruptJournal;
 using testing::ExpectReadable;
 using testing::FlakyStore;
 using testing::PayloadFor;
@@ -174,34 +175,6 @@ TEST(LedgerReadTest, L6_TailingReaderSeesAnIdleWritersLastEntryThroughAnExplicit
   ExpectReadable(*reader, 3, 3);
 }
 
-// Flips one payload byte of every stored copy of `marker` in the journal
-// files under `dir`. Returns how many copies it corrupted.
-int CorruptJournal(const std::string& dir, const std::string& marker) {
-  int hits = 0;
-  for (const auto& file : std::filesystem::recursive_directory_iterator(dir)) {
-    if (!file.is_regular_file() ||
-        file.path().filename().string().find("journal") == std::string::npos) {
-      continue;
-    }
-    std::string bytes;
-    {
-      std::ifstream in(file.path(), std::ios::binary);
-      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
-    bool changed = false;
-    for (size_t pos = bytes.find(marker); pos != std::string::npos;
-         pos = bytes.find(marker, pos + 1)) {
-      bytes[pos + marker.size()] ^= 0x20;
-      changed = true;
-      ++hits;
-    }
-    if (changed) {
-      std::ofstream out(file.path(), std::ios::binary | std::ios::trunc);
-      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    }
-  }
-  return hits;
-}
 
 // Range reads are batched (one Read RPC carries many entries), also with
 // striping (E > Qw), where each bookie holds only runs of Qw entries out of

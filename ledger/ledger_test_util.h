@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <functional>
 #include <memory>
 #include <string>
@@ -248,6 +250,35 @@ absl::Status ToStatus(const absl::StatusOr<T>& s) {
 }
 
 // A recognisable payload of about `size` bytes for entry i of a test.
+// Flips one payload byte of every stored copy of `marker` in the journal
+// files under `dir`. Returns how many copies it corrupted.
+inline int CorruptJournal(const std::string& dir, const std::string& marker) {
+  int hits = 0;
+  for (const auto& file : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!file.is_regular_file() ||
+        file.path().filename().string().find("journal") == std::string::npos) {
+      continue;
+    }
+    std::string bytes;
+    {
+      std::ifstream in(file.path(), std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    bool changed = false;
+    for (size_t pos = bytes.find(marker); pos != std::string::npos;
+         pos = bytes.find(marker, pos + 1)) {
+      bytes[pos + marker.size()] ^= 0x20;
+      changed = true;
+      ++hits;
+    }
+    if (changed) {
+      std::ofstream out(file.path(), std::ios::binary | std::ios::trunc);
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+  }
+  return hits;
+}
+
 inline std::string PayloadFor(int64_t i, size_t size = 100) {
   std::string p = absl::StrCat("payload-", i, "-");
   while (p.size() < size) p += static_cast<char>('a' + (p.size() + i) % 26);

@@ -1,6 +1,7 @@
 #include "ledger/replica_read.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -155,16 +156,20 @@ std::vector<bool> AwaitRoundSpeculating(ClientCore& core, ReadGather& gather,
   return cancelled;
 }
 
-// Reads first..last, all within `segment`, into out[e - out_base].
+// Reads first..last (those `wanted` returns true for, if set), all within
+// `segment`, into out[e - out_base].
 absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& metadata,
                               const meta::v1::Segment& segment, int64_t first, int64_t last,
-                              int64_t out_base, std::vector<Entry>& out) {
+                              int64_t out_base, std::vector<Entry>& out,
+                              const std::function<bool(int64_t)>& wanted) {
   const int E = metadata.ensemble_size();
   const int Qw = metadata.write_quorum();
   const uint64_t ledger_id = metadata.id();
   const int cap = std::max(1, core.options.max_entries_per_read_rpc);
   std::map<int64_t, EntryReads> outstanding;
-  for (int64_t e = first; e <= last; ++e) outstanding[e];
+  for (int64_t e = first; e <= last; ++e) {
+    if (!wanted || wanted(e)) outstanding[e];
+  }
 
   while (!outstanding.empty()) {
     // Plan a round: consecutive chunks of at most `cap` outstanding entries;
@@ -353,7 +358,8 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
 
 absl::StatusOr<std::vector<Entry>> ReadReplicas(ClientCore& core,
                                                 const meta::v1::LedgerMetadata& metadata,
-                                                int64_t first, int64_t last) {
+                                                int64_t first, int64_t last,
+                                                const std::function<bool(int64_t)>& wanted) {
   std::vector<Entry> out(static_cast<size_t>(last - first + 1));
   for (int s = 0; s < metadata.segments_size(); ++s) {
     const meta::v1::Segment& segment = metadata.segments(s);
@@ -364,7 +370,7 @@ absl::StatusOr<std::vector<Entry>> ReadReplicas(ClientCore& core,
     const int64_t lo = std::max(first, seg_first);
     const int64_t hi = std::min(last, seg_last);
     if (lo > hi) continue;
-    absl::Status status = ReadSegmentRange(core, metadata, segment, lo, hi, first, out);
+    absl::Status status = ReadSegmentRange(core, metadata, segment, lo, hi, first, out, wanted);
     if (!status.ok()) return status;
   }
   return out;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -25,9 +26,12 @@ namespace ledgerkv::ledger {
 // write set answered and none had an intact copy (some corrupt (L10), or all
 // saying they do not hold it); UNAVAILABLE if some replica of that entry
 // could not be read (it may hold the copy the others lack: retry later).
+// With `wanted`, only the entries of the range it returns true for are read
+// and must be intact; the others are left empty (default) in the result.
 // REQUIRES: 0 <= first <= last.
 absl::StatusOr<std::vector<bookie::v1::Entry>> ReadReplicas(
-    ClientCore& core, const meta::v1::LedgerMetadata& metadata, int64_t first, int64_t last);
+    ClientCore& core, const meta::v1::LedgerMetadata& metadata, int64_t first, int64_t last,
+    const std::function<bool(int64_t)>& wanted = nullptr);
 
 // Returns the verified entry `entry_id`, which must exist (it is confirmed),
 // asking every replica of its write set at once and taking the first intact

@@ -110,15 +110,20 @@ absl::StatusOr<int64_t> CopySlot(ClientCore& core, const meta::v1::LedgerMetadat
       return absl::CancelledError(
           absl::StrCat("re-replication of ", Describe(md), " stopped by its caller"));
     }
-    absl::StatusOr<std::vector<bookie::v1::Entry>> read = ReadReplicas(core, md, lo, hi);
+    // Only the entries whose write set holds `index` (with E > Qw, runs of
+    // Qw out of every E): an entry the lost bookie never held is not its
+    // copy to move, and one unreadable there must not stop the others.
+    const auto ours = [index, E, Qw](int64_t e) { return InWriteSet(e, index, E, Qw); };
+    absl::StatusOr<std::vector<bookie::v1::Entry>> read = ReadReplicas(core, md, lo, hi, ours);
     if (!read.ok()) {
       return absl::Status(read.status().code(),
                           absl::StrCat("reading entries ", lo, "..", hi, " of ", Describe(md),
-                                       ": ", read.status().message()));
+                                       " held at ensemble index ", index, ": ",
+                                       read.status().message()));
     }
     std::vector<bookie::v1::Entry> mine;
-    for (bookie::v1::Entry& entry : *read) {
-      if (InWriteSet(entry.entry_id(), index, E, Qw)) mine.push_back(std::move(entry));
+    for (int64_t e = lo; e <= hi; ++e) {
+      if (ours(e)) mine.push_back(std::move((*read)[static_cast<size_t>(e - lo)]));
     }
     if (absl::Status written = CopyTo(core, bookie, mine); !written.ok()) {
       *to_failed = true;

@@ -18,7 +18,9 @@ namespace {
 
 using testing::AppendRange;
 using testing::BookieInfo;
+using testing::CorruptJournal;
 using testing::ExpectReadable;
+using testing::PayloadFor;
 using testing::Quorums;
 using testing::TestCluster;
 
@@ -109,6 +111,44 @@ TEST(LedgerRereplicationTest, L2_ACopyMovedOffALostBookieIsReadableWithoutIt) {
 // UNAVAILABLE): reading the metadata back finds the replacement named, and
 // the call succeeds instead of failing or starting over (which would find
 // the bookie no longer named: NOT_FOUND).
+// With E > Qw a bookie holds runs of Qw entries out of every E: moving its
+// copies reads only those. An entry it never held that no replica can
+// serve intact (here corrupt on both of its bookies) is not its copy to
+// move and must not stop the move, which would leave every entry the lost
+// bookie did hold a copy short for good.
+TEST(LedgerRereplicationTest, AnEntryTheLostBookieNeverHeldDoesNotStopItsCopiesMoving) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 2, 2)));
+  constexpr int64_t kLast = 11;
+  for (int64_t e = 0; e <= kLast; ++e) LKV_ASSERT_OK(writer->Append(PayloadFor(e)));
+  LKV_ASSERT_OK(writer->Close());
+  const uint64_t id = writer->id();
+  const meta::v1::Segment segment = writer->metadata().segments(0);
+  const std::string lost = segment.bookies(0);
+  // Entry 1's write set is {1, 2}: both copies corrupt.
+  ASSERT_FALSE(InWriteSet(1, 0, 3, 2));
+  for (int i : {1, 2}) {
+    const int b = cluster->IndexOf(segment.bookies(i));
+    cluster->StopBookie(b);
+    EXPECT_EQ(CorruptJournal(cluster->data_dir(b), "payload-1-"), 1);
+    LKV_ASSERT_OK(cluster->RestartBookie(b));
+  }
+  cluster->StopBookie(cluster->IndexOf(lost));
+
+  LKV_ASSIGN_OR_FAIL(auto result, client->ReplaceBookie(id, lost));
+  int64_t expected = 0;
+  for (int64_t e = 0; e <= kLast; ++e) expected += InWriteSet(e, 0, 3, 2) ? 1 : 0;
+  EXPECT_EQ(result.entries_copied, expected);
+  LKV_ASSIGN_OR_FAIL(auto after, client->GetLedgerMetadata(id));
+  EXPECT_FALSE(Names(after.segments(0), lost));
+  // The copies are on the replacement: with index 1's bookie down too,
+  // the entries only index 0 and 1 held read back from it.
+  cluster->StopBookie(cluster->IndexOf(segment.bookies(1)));
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(id, OpenMode::kNoRecovery));
+  for (int64_t e = 0; e <= kLast; e += 3) ExpectReadable(*reader, e, e);
+}
+
 TEST(LedgerRereplicationTest, ACasWhoseReplyWasLostIsFoundByReadingBack) {
   ScopedFaultPoints faults;
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
