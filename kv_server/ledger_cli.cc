@@ -392,6 +392,20 @@ int Rereplicate(metadata::MetadataStore* store, const std::string& cluster,
   auto client = ledger::LedgerClient::Create(options);
   if (!client.ok()) return o.Fail(client.status());
 
+  // Exit 0 tells the operator the bookie may be retired: a bookie id that
+  // no ledger names and the cluster never knew (no cookie, not registered)
+  // is a typo or the wrong --cluster, not a bookie with nothing to move.
+  const auto unknown_bookie = [&]() -> absl::Status {
+    const metadata::Keys keys(cluster);
+    for (const std::string& key : {keys.Cookie(bookie), keys.Bookie(bookie)}) {
+      absl::StatusOr<metadata::VersionedValue> got = store->Get(key);
+      if (got.ok()) return absl::OkStatus();
+      if (!absl::IsNotFound(got.status())) return got.status();
+    }
+    return absl::NotFoundError(absl::StrCat(
+        "no ledger names bookie ", bookie, " and cluster ", cluster,
+        " has no cookie or registration for it: a mistyped id, or another --cluster?"));
+  };
   std::vector<uint64_t> ids;
   int unreadable = 0;
   if (have_id) {
@@ -400,6 +414,9 @@ int Rereplicate(metadata::MetadataStore* store, const std::string& cluster,
     auto listed = LedgersNaming(*store, cluster, bookie, o, /*report=*/false, &unreadable);
     if (!listed.ok()) return o.Fail(listed.status());
     ids = *std::move(listed);
+    if (ids.empty() && unreadable == 0) {
+      if (absl::Status known = unknown_bookie(); !known.ok()) return o.Fail(known);
+    }
   }
   int replaced = 0, failed = 0;
   for (uint64_t ledger_id : ids) {
@@ -409,7 +426,11 @@ int Rereplicate(metadata::MetadataStore* store, const std::string& cluster,
       // whose last reply was lost): done. Deleted: done with --all; a
       // ledger id given that does not exist is the operator's mistake.
       auto now = (*client)->GetLedgerMetadata(ledger_id);
-      if (now.ok() && !NamesBookie(*now, bookie)) {
+      absl::Status known;
+      if (now.ok() && !NamesBookie(*now, bookie) && !(known = unknown_bookie()).ok()) {
+        ++failed;
+        absl::StrAppend(o.err, "ledgerkv ledger: ", known.ToString(), "\n");
+      } else if (now.ok() && !NamesBookie(*now, bookie)) {
         absl::StrAppend(o.out, "ledger ", ledger_id, ": does not name bookie ", bookie, "\n");
       } else if (all && absl::IsNotFound(now.status())) {
         absl::StrAppend(o.out, "ledger ", ledger_id, ": deleted meanwhile\n");

@@ -359,6 +359,15 @@ TEST(LedgerCli, RereplicateMovesEveryClosedLedgerOffABookie) {
   Result unknown = RunCli(*cluster, {"rereplicate", "99999", "--bookie", gone});
   EXPECT_EQ(unknown.code, 1);
   EXPECT_THAT(unknown.err, HasSubstr("NOT_FOUND"));
+  // A bookie id the cluster never knew (a typo) is not "nothing to move":
+  // exit 0 would say it may be retired.
+  for (const std::vector<std::string>& typo :
+       {std::vector<std::string>{"rereplicate", "--all", "--bookie", gone + "0"},
+        std::vector<std::string>{"rereplicate", absl::StrCat(closed[0]), "--bookie", "nosuch:1"}}) {
+    Result r = RunCli(*cluster, typo);
+    EXPECT_EQ(r.code, 1) << typo[1] << ": " << r.out;
+    EXPECT_THAT(r.err, HasSubstr("has no cookie or registration")) << typo[1];
+  }
 }
 
 TEST(LedgerCli, BadArgumentsAreUsageErrors) {
