@@ -34,6 +34,7 @@ using testing::Appender;
 using testing::ExpectFenced;
 using testing::MaxOf;
 using testing::BookieInfo;
+using testing::CorruptJournal;
 using testing::ExpectReadable;
 using testing::PayloadFor;
 using testing::Quorums;
@@ -530,35 +531,6 @@ TEST(LedgerRecoveryTest, L2_RecoveryReplacesDeadBookieBeforeNamingItInMetadata) 
   EXPECT_NE(md.segments(1).bookies(2), dead);
   EXPECT_EQ(md.segments(1).bookies(0), segment.bookies(0));
   ExpectReadable(*reader, 0, 29);
-}
-
-// Flips one payload byte of every stored copy of `marker` in the journal
-// files under `dir`. Returns how many copies it corrupted.
-int CorruptJournal(const std::string& dir, const std::string& marker) {
-  int hits = 0;
-  for (const auto& file : std::filesystem::recursive_directory_iterator(dir)) {
-    if (!file.is_regular_file() ||
-        file.path().filename().string().find("journal") == std::string::npos) {
-      continue;
-    }
-    std::string bytes;
-    {
-      std::ifstream in(file.path(), std::ios::binary);
-      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
-    bool changed = false;
-    for (size_t pos = bytes.find(marker); pos != std::string::npos;
-         pos = bytes.find(marker, pos + 1)) {
-      bytes[pos + marker.size()] ^= 0x20;
-      changed = true;
-      ++hits;
-    }
-    if (changed) {
-      std::ofstream out(file.path(), std::ios::binary | std::ios::trunc);
-      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    }
-  }
-  return hits;
 }
 
 // The confirmed entry recovery starts from is corrupt on one replica and the

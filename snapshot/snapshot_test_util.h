@@ -24,6 +24,8 @@
 namespace ledgerkv::snapshot::testing {
 
 using ledger::testing::TempDir;
+// Flips the byte after every stored copy of a marker in journal files.
+using ledger::testing::CorruptJournal;
 using ledger::testing::TestCluster;
 using KeyValues = std::vector<std::pair<std::string, std::string>>;
 
@@ -39,35 +41,6 @@ inline KeyValues Contents(rocksdb::DB& db, const rocksdb::Snapshot* at = nullptr
   }
   EXPECT_TRUE(it->status().ok()) << it->status().ToString();
   return out;
-}
-
-// Flips the byte after every stored copy of `marker` in the journal files
-// under `dir` (as ledger_read_test.cc does). Returns the copies corrupted.
-inline int CorruptJournal(const std::string& dir, const std::string& marker) {
-  int hits = 0;
-  for (const auto& file : std::filesystem::recursive_directory_iterator(dir)) {
-    if (!file.is_regular_file() ||
-        file.path().filename().string().find("journal") == std::string::npos) {
-      continue;
-    }
-    std::string bytes;
-    {
-      std::ifstream in(file.path(), std::ios::binary);
-      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
-    bool changed = false;
-    for (size_t pos = bytes.find(marker); pos != std::string::npos;
-         pos = bytes.find(marker, pos + 1)) {
-      bytes[pos + marker.size()] ^= 0x20;
-      changed = true;
-      ++hits;
-    }
-    if (changed) {
-      std::ofstream out(file.path(), std::ios::binary | std::ios::trunc);
-      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    }
-  }
-  return hits;
 }
 
 class SnapshotTest : public ::testing::Test {

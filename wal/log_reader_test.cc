@@ -10,6 +10,7 @@ namespace ledgerkv::wal {
 namespace {
 
 using testing::ExpectContiguous;
+using ledger::testing::CorruptJournal;
 using testing::RecordFor;
 
 class LogReaderTest : public testing::WalTest {};
@@ -180,35 +181,6 @@ TEST_F(LogReaderTest, ReadThroughStopsExactlyAtTheRequestedSeqnoEvenInsideAnEntr
     return r.seqno == 5 ? absl::AbortedError("stop") : absl::OkStatus();
   });
   EXPECT_EQ(visit_error.code(), absl::StatusCode::kAborted);
-}
-
-// Flips one byte after every stored copy of `marker` in the journal files
-// under `dir` (as ledger_read_test.cc does). Returns how many it changed.
-int CorruptJournal(const std::string& dir, const std::string& marker) {
-  int hits = 0;
-  for (const auto& file : std::filesystem::recursive_directory_iterator(dir)) {
-    if (!file.is_regular_file() ||
-        file.path().filename().string().find("journal") == std::string::npos) {
-      continue;
-    }
-    std::string bytes;
-    {
-      std::ifstream in(file.path(), std::ios::binary);
-      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
-    bool changed = false;
-    for (size_t pos = bytes.find(marker); pos != std::string::npos;
-         pos = bytes.find(marker, pos + 1)) {
-      bytes[pos + marker.size()] ^= 0x20;
-      changed = true;
-      ++hits;
-    }
-    if (changed) {
-      std::ofstream out(file.path(), std::ios::binary | std::ios::trunc);
-      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    }
-  }
-  return hits;
 }
 
 TEST_F(LogReaderTest, CorruptEntryOnEveryReplicaIsDataLossAndNotSkipped) {
