@@ -819,6 +819,8 @@ void ClusterServer::AuditLoop() {
       Log(absl::StrCat("ledger audit: bookie(s) named by ledgers and not registered: ", missing,
                        "; their closed ledgers are re-replicated once unregistered for ",
                        absl::FormatDuration(options_.rereplicate_after)));
+    } else if (missing.empty() && !last_missing.empty()) {
+      Log("ledger audit: every bookie named by a ledger is registered again");
     }
     last_missing = missing;
     if (pass->held_off != last_held_off) {
