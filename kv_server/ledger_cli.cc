@@ -426,12 +426,13 @@ int Rereplicate(metadata::MetadataStore* store, const std::string& cluster,
       // whose last reply was lost): done. Deleted: done with --all; a
       // ledger id given that does not exist is the operator's mistake.
       auto now = (*client)->GetLedgerMetadata(ledger_id);
-      absl::Status known;
-      if (now.ok() && !NamesBookie(*now, bookie) && !(known = unknown_bookie()).ok()) {
-        ++failed;
-        absl::StrAppend(o.err, "ledgerkv ledger: ", known.ToString(), "\n");
-      } else if (now.ok() && !NamesBookie(*now, bookie)) {
-        absl::StrAppend(o.out, "ledger ", ledger_id, ": does not name bookie ", bookie, "\n");
+      if (now.ok() && !NamesBookie(*now, bookie)) {
+        if (absl::Status known = unknown_bookie(); !known.ok()) {
+          ++failed;
+          absl::StrAppend(o.err, "ledgerkv ledger: ", known.ToString(), "\n");
+        } else {
+          absl::StrAppend(o.out, "ledger ", ledger_id, ": does not name bookie ", bookie, "\n");
+        }
       } else if (all && absl::IsNotFound(now.status())) {
         absl::StrAppend(o.out, "ledger ", ledger_id, ": deleted meanwhile\n");
       } else {

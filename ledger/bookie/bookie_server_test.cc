@@ -93,6 +93,15 @@ class BookieServerTest : public ::testing::Test {
     return s.ok() ? std::move(*s) : nullptr;
   }
 
+  // GetInfo of `server` over gRPC into *out; whether the call succeeded.
+  bool GetInfo(BookieServer& server, v1::GetInfoResponse* out) {
+    auto stub = v1::Bookie::NewStub(
+        grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return stub->GetInfo(&ctx, v1::GetInfoRequest(), out).ok();
+  }
+
   void AddEntry(BookieServer& server, uint64_t ledger, int64_t entry) {
     auto stub = v1::Bookie::NewStub(
         grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
@@ -336,12 +345,8 @@ TEST_F(BookieServerTest, GetInfoSaysWhetherAddsWaitForFdatasync) {
     o.sync = sync;
     auto server = Start(o);
     ASSERT_NE(server, nullptr);
-    auto stub = v1::Bookie::NewStub(
-        grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
     v1::GetInfoResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    ASSERT_TRUE(stub->GetInfo(&ctx, v1::GetInfoRequest(), &resp).ok());
+    ASSERT_TRUE(GetInfo(*server, &resp));
     EXPECT_EQ(resp.no_sync(), !sync);
   }
 }
@@ -371,12 +376,8 @@ TEST_F(BookieServerTest, RegistrationFollowsTheDiskWatermarkBothWays) {
     return false;
   };
   auto info = [&] {
-    auto stub = v1::Bookie::NewStub(
-        grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
     v1::GetInfoResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    EXPECT_TRUE(stub->GetInfo(&ctx, v1::GetInfoRequest(), &resp).ok());
+    EXPECT_TRUE(GetInfo(*server, &resp));
     return resp;
   };
   ASSERT_TRUE(published(false));
@@ -436,9 +437,7 @@ TEST_F(BookieServerTest, GroupCommitWaitIsOnByDefaultAndCanBeTurnedOff) {
     for (int b = 0; b < 10; ++b) add(1, b * 64, 64);
     add(2, 0, 1);
     v1::GetInfoResponse info;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    ASSERT_TRUE(stub->GetInfo(&ctx, v1::GetInfoRequest(), &info).ok());
+    ASSERT_TRUE(GetInfo(*server, &info));
     if (off) {
       EXPECT_EQ(info.group_commit_waits(), 0u);
     } else {
