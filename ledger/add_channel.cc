@@ -22,7 +22,17 @@ constexpr absl::Duration kTick = absl::Milliseconds(100);
 // add port could not be reached, before the channel asks again.
 constexpr absl::Duration kRpcModeFor = absl::Seconds(30);
 
+// On a channel's thread while it runs reply `done`s: what they asked to
+// run after them (RunAfterReplies); null elsewhere.
+thread_local std::vector<std::function<void()>>* tl_after_replies = nullptr;
+
 }  // namespace
+
+bool AddChannel::OnReplyThread() { return tl_after_replies != nullptr; }
+
+void AddChannel::RunAfterReplies(std::function<void()> fn) {
+  tl_after_replies->push_back(std::move(fn));
+}
 
 struct AddChannel::Stub {
   explicit Stub(std::shared_ptr<grpc::Channel> channel)
@@ -243,9 +253,19 @@ absl::Status AddChannel::Connect(std::unique_ptr<FrameConn>* conn, Mode* mode) {
 void AddChannel::Loop() {
   std::vector<std::pair<Done, grpc::Status>> completions;
   std::vector<FrameView> frames;
-  auto run = [&completions] {
+  // Kept between batches, so that a steady stream of replies allocates
+  // nothing here.
+  std::vector<std::function<void()>> after, running;
+  auto run = [&completions, &after, &running] {
+    tl_after_replies = &after;
     for (auto& [done, status] : completions) done(status);
     completions.clear();
+    while (!after.empty()) {
+      running.swap(after);
+      for (auto& fn : running) fn();
+      running.clear();
+    }
+    tl_after_replies = nullptr;
   };
   mu_.Lock();
   while (!stop_) {

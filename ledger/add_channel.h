@@ -10,7 +10,9 @@
 // RPC, through the same interface.
 //
 // Threads: one per channel, connecting, reading replies and enforcing
-// deadlines. Add, Cancel and NewCallId are thread-safe and never block.
+// deadlines; replies' `done`s run on it, and after them what they queued
+// with RunAfterReplies (a writer's user callbacks). Add, Cancel and
+// NewCallId are thread-safe and never block.
 #pragma once
 
 #include <cstddef>
@@ -79,6 +81,16 @@ class AddChannel {
   // Cancel, or the bookie's own error status.
   void Add(uint64_t id, const bookie::v1::AddRequest& request, Results* results,
            absl::Time deadline, Done done);
+
+  // Whether this thread is a channel's, running the `done`s of replies it
+  // read (a writer delivers its callbacks there instead of waking its own
+  // thread: ClientOptions::callbacks_on_reply_thread).
+  static bool OnReplyThread();
+  // Runs `fn` on this channel thread once every reply read together with
+  // the current one has run its `done`, so that work several replies make
+  // ready (a writer's deliveries) runs once for all of them.
+  // REQUIRES: OnReplyThread().
+  static void RunAfterReplies(std::function<void()> fn);
 
   // Ends call `id` with CANCELLED if it is still pending (runs its `done`
   // inline, so the caller must not hold locks `done` takes). For an id

@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "base/fault_point.h"
@@ -180,6 +182,181 @@ TEST(LedgerWriteTest, L4_AcksInIdOrderWith64InFlightAndAddsAreBatched) {
   LKV_ASSERT_OK(writer->Close());
   LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
   ExpectReadable(*reader, 0, kRounds * kInFlight - 1);
+}
+
+// A load like the log layer's: `in_flight` appends, each callback
+// appending the next until `total` were made. Returns the ids the callbacks
+// saw, in callback order, and fails the test if two callbacks ever ran at
+// once.
+std::vector<int64_t> RunCallbackPipeline(LedgerWriter& writer, int in_flight, int total) {
+  // Shared with the callbacks: a failed wait below must not free it under them.
+  struct Load : std::enable_shared_from_this<Load> {
+    LedgerWriter* writer = nullptr;
+    int total = 0;
+    std::atomic<int> issued{0};
+    std::atomic<int> running{0};
+    std::atomic<bool> overlapped{false};
+    absl::Mutex mu;
+    std::vector<int64_t> ids ABSL_GUARDED_BY(mu);
+    std::vector<absl::Status> errors ABSL_GUARDED_BY(mu);
+    absl::Notification done;
+    void Issue() {
+      const int i = issued.fetch_add(1);
+      if (i >= total) return;
+      writer->AppendAsync(PayloadFor(i), [self = shared_from_this()](absl::StatusOr<int64_t> r) {
+        if (self->running.fetch_add(1) != 0) self->overlapped = true;
+        bool last;
+        {
+          absl::MutexLock l(&self->mu);
+          if (r.ok()) {
+            self->ids.push_back(*r);
+          } else {
+            self->errors.push_back(r.status());
+          }
+          last = static_cast<int>(self->ids.size() + self->errors.size()) == self->total;
+        }
+        self->Issue();  // from the callback, as the log layer does
+        self->running.fetch_sub(1);
+        if (last) self->done.Notify();
+      });
+    }
+  };
+  auto load = std::make_shared<Load>();
+  load->writer = &writer;
+  load->total = total;
+  for (int k = 0; k < in_flight; ++k) load->Issue();
+  EXPECT_TRUE(load->done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_FALSE(load->overlapped.load()) << "two callbacks of one writer ran at once";
+  absl::MutexLock l(&load->mu);
+  for (const absl::Status& e : load->errors) ADD_FAILURE() << e;
+  return load->ids;
+}
+
+// Whichever thread delivers (the bookie connection's whose reply made
+// entries ready, or the writer's), callbacks come one at a time in id order
+// (L4), and the appends they make are held until the batch of callbacks is
+// done, so they leave in one Add request per bookie instead of one each.
+TEST(LedgerWriteTest, L4_CallbacksInIdOrderAndTheirAppendsLeaveTogetherOnEitherThread) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  for (const bool on_reply_thread : {true, false}) {
+    for (const int bookies : {1, 3}) {
+      SCOPED_TRACE(absl::StrCat(on_reply_thread ? "reply thread" : "writer's thread", ", E=Qw=",
+                                bookies));
+      ClientOptions options;
+      options.callbacks_on_reply_thread = on_reply_thread;
+      LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(options));
+      LKV_ASSIGN_OR_FAIL(auto writer,
+                         client->CreateLedger(Quorums(bookies, bookies, bookies == 1 ? 1 : 2)));
+      constexpr int kInFlight = 64, kTotal = 64 * 30;
+      const std::vector<int64_t> ids = RunCallbackPipeline(*writer, kInFlight, kTotal);
+      ASSERT_EQ(ids.size(), static_cast<size_t>(kTotal));
+      for (size_t i = 0; i < ids.size(); ++i) {
+        ASSERT_EQ(ids[i], static_cast<int64_t>(i)) << "completion out of order";
+      }
+      const WriterStats stats = writer->stats();
+      // One request per bookie per batch of callbacks: up to 64 entries
+      // each, fewer where the pipeline split into groups. A connection
+      // thread delivers each reply's acks as one batch, so the groups the
+      // pipeline starts with persist but never split further; without the
+      // hold its callbacks would send single-entry requests until the
+      // in-flight cap (measured: about a dozen entries per request). The
+      // writer's thread, on a loaded machine, may take a group's acks in
+      // two batches, and acks that pile up during its wake-up batch its
+      // appends anyway, so the bound there is looser.
+      const int64_t min_per_request = on_reply_thread ? 16 : 8;
+      EXPECT_GE(stats.entries_sent, stats.add_rpcs * min_per_request)
+          << stats.add_rpcs << " Add requests for " << stats.entries_sent << " entry copies";
+      LKV_ASSERT_OK(writer->Close());
+      LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+      ExpectReadable(*reader, 0, kTotal - 1);
+    }
+  }
+}
+
+// Callbacks run on the bookie connection's thread by default: a callback
+// that blocks holds up the replies of the client's other writers to that
+// bookie (the documented cost), and with callbacks_on_reply_thread off it
+// holds up only its own writer.
+TEST(LedgerWriteTest, ABlockedCallbackHoldsUpOtherWritersOnlyOnTheReplyThread) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
+  for (const bool on_reply_thread : {true, false}) {
+    SCOPED_TRACE(on_reply_thread ? "reply thread" : "writer's thread");
+    ClientOptions options;
+    options.callbacks_on_reply_thread = on_reply_thread;
+    LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(options));
+    LKV_ASSIGN_OR_FAIL(auto blocked, client->CreateLedger(Quorums(1, 1, 1)));
+    LKV_ASSIGN_OR_FAIL(auto other, client->CreateLedger(Quorums(1, 1, 1)));
+    // Both writers' adds travel on the client's one connection to the bookie.
+    LKV_ASSERT_OK(other->Append("warm").status());
+    absl::Notification in_callback, release;
+    blocked->AppendAsync("a", [&](absl::StatusOr<int64_t> r) {
+      EXPECT_TRUE(r.ok()) << r.status();
+      in_callback.Notify();
+      release.WaitForNotification();
+    });
+    ASSERT_TRUE(in_callback.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    absl::Notification other_done;
+    other->AppendAsync("b", [&](absl::StatusOr<int64_t> r) {
+      EXPECT_TRUE(r.ok()) << r.status();
+      other_done.Notify();
+    });
+    if (on_reply_thread) {
+      EXPECT_FALSE(other_done.WaitForNotificationWithTimeout(absl::Milliseconds(300)))
+          << "the other writer's reply was read while the connection's thread ran a callback";
+      release.Notify();
+      EXPECT_TRUE(other_done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    } else {
+      EXPECT_TRUE(other_done.WaitForNotificationWithTimeout(absl::Seconds(10)))
+          << "a callback blocked on one writer's thread held up another writer";
+      release.Notify();
+    }
+    LKV_ASSERT_OK(blocked->Close());
+    LKV_ASSERT_OK(other->Close());
+  }
+}
+
+// The writer is destroyed (on another thread) while one of its callbacks
+// runs on a bookie connection's thread: the destructor waits for that
+// callback, and the appends still pending end CANCELLED, each exactly once.
+TEST(LedgerWriteTest, DestroyingAWriterWaitsForACallbackRunningOnAReplyThread) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(1, 1, 1)));
+  absl::Notification in_callback, release;
+  std::atomic<bool> callback_returned{false};
+  writer->AppendAsync("first", [&](absl::StatusOr<int64_t> r) {
+    EXPECT_TRUE(r.ok()) << r.status();
+    in_callback.Notify();
+    release.WaitForNotification();
+    callback_returned = true;
+  });
+  ASSERT_TRUE(in_callback.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  absl::Mutex mu;
+  std::vector<absl::StatusOr<int64_t>> later;
+  for (int i = 0; i < 5; ++i) {
+    writer->AppendAsync("later", [&](absl::StatusOr<int64_t> r) {
+      absl::MutexLock l(&mu);
+      later.push_back(std::move(r));
+    });
+  }
+  std::atomic<bool> destroyed{false};
+  std::thread destroyer([&] {
+    writer.reset();
+    destroyed = true;
+  });
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(destroyed.load()) << "the writer was destroyed while its callback was running";
+  release.Notify();
+  destroyer.join();
+  EXPECT_TRUE(callback_returned.load());
+  absl::MutexLock l(&mu);
+  ASSERT_EQ(later.size(), 5u) << "every pending append's callback runs exactly once";
+  for (const auto& r : later) {
+    // Acknowledged if its reply came before the destructor, else CANCELLED.
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+    }
+  }
 }
 
 TEST(LedgerWriteTest, L3_CloseSealsAtLacWithLengthAndEveryEntryIsReadable) {

@@ -4,7 +4,7 @@
 // Appends are pipelined: many are in flight at once. Entry e goes to the Qw
 // bookies of its segment's ensemble starting at index e mod E and completes
 // once Qa of them acknowledged it durably. Completions are delivered strictly
-// in entry-id order (L4), on the writer's own thread; the LAC is the last
+// in entry-id order (L4), one at a time; the LAC is the last
 // delivered id and rides on later adds. Entries queued for the same bookie
 // leave together in one batched Add RPC, with a cap on RPCs in flight per
 // bookie. A failing bookie is replaced (ensemble change, a metadata CAS)
@@ -13,9 +13,13 @@
 // the writer fails every pending and later add and never acknowledges
 // again (L5).
 //
-// Threading: every method is thread-safe. Callbacks run on the writer's
-// thread, one at a time and in order; they must not block for long and must
-// not call the blocking Append or Close (they may call AppendAsync).
+// Threading: every method is thread-safe. Callbacks run one at a time and
+// in order, on the thread of the bookie connection whose reply made them
+// ready or on the writer's own thread (only the latter with
+// ClientOptions::callbacks_on_reply_thread off). They must not block for
+// long (on a connection's thread that delays every writer of the client
+// sending to that bookie), must not call the blocking Append or Close, and
+// must not destroy a writer or its client (they may call AppendAsync).
 #pragma once
 
 #include <cstdint>
@@ -89,7 +93,7 @@ class LedgerWriter {
   // batch made so far. They are otherwise held until every callback of the
   // batch has run (so that they leave together in one RPC per bookie); a
   // callback that is about to do slow work (the log applying records to
-  // RocksDB) releases them first. Does nothing from any other thread.
+  // RocksDB) releases them first. Does nothing outside a callback.
   void SendHeldAppends();
 
   // Blocking AppendAsync. REQUIRES: not called from an AddCallback.

@@ -465,15 +465,22 @@ TEST(LedgerWriterFailureTest, ASlowBookieWithTheOnlyCopyIsWaitedForNotGivenUpOnS
       << "the read was given up on and sent again";
 }
 
-// Entries 1..10 reach Qa while the writer's thread is busy in entry 0's
-// callback; then a recoverer fences the ledger and entry 11 is answered
-// FENCED. Entries 1..10 are durable and recovery keeps them: they must be
-// acknowledged, not failed.
-TEST(LedgerWriterFailureTest, L2_FencedWriterStillAcknowledgesEntriesThatReachedQa) {
+// Entries 1..10 reach Qa while entry 0's callback is still running (so
+// nothing is delivered meanwhile); then a recoverer fences the ledger and
+// entry 11 is answered FENCED. Entries 1..10 are durable and recovery keeps
+// them: they must be acknowledged, not failed. `bookies` bookies, E = Qw =
+// bookies, Qa = bookies - (bookies > 1).
+void FencedWriterStillAcknowledgesEntriesThatReachedQa(int bookies, bool callbacks_on_reply_thread) {
   ScopedFaultPoints faults;
-  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
-  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
-  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(1, 1, 1)));
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = bookies}));
+  ClientOptions options;
+  options.callbacks_on_reply_thread = callbacks_on_reply_thread;
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(options));
+  const int qa = bookies > 1 ? bookies - 1 : 1;
+  // Outlive the writer, whose destructor may still run callbacks.
+  absl::Notification in_callback, release;
+  Results results;
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(bookies, bookies, qa)));
   const std::string id = std::to_string(writer->id());
   auto failed = std::make_shared<Once>();
   FaultPoints::Get().Arm("ledger.writer.failed", [id, failed](std::string_view ledger) {
@@ -481,27 +488,30 @@ TEST(LedgerWriterFailureTest, L2_FencedWriterStillAcknowledgesEntriesThatReached
     return false;
   });
 
-  absl::Notification in_callback, release;
   writer->AppendAsync(PayloadFor(0), [&](absl::StatusOr<int64_t> r) {
     EXPECT_TRUE(r.ok()) << r.status();
     in_callback.Notify();
     release.WaitForNotification();
   });
+  // A failed assertion below must not leave the callback (and the writer's
+  // destructor) waiting for good.
+  absl::Cleanup release_on_return = [&release] {
+    if (!release.HasBeenNotified()) release.Notify();
+  };
   in_callback.WaitForNotification();
-  Results results;
   auto acks = CountAcks(writer->id(), 1, 10);
   for (int i = 1; i <= 10; ++i) writer->AppendAsync(PayloadFor(i), results.Callback());
-  // The writer has the bookie's reply for each of them before the fence.
+  // The writer has Qa replies for each of them before the fence.
   const absl::Time until = absl::Now() + absl::Seconds(10);
-  while (acks->load() < 10 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
-  ASSERT_EQ(acks->load(), 10) << "the bookie's replies did not all reach the writer";
+  while (acks->load() < 10 * qa && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_GE(acks->load(), 10 * qa) << "the bookies' replies did not reach the writer";
 
   LKV_ASSIGN_OR_FAIL(auto other, cluster->NewClient());
   LKV_ASSIGN_OR_FAIL(auto reader, other->OpenLedger(writer->id(), OpenMode::kRecover));
   EXPECT_EQ(reader->last_readable(), 10);
   writer->AppendAsync(PayloadFor(11), results.Callback());  // answered FENCED
   ASSERT_TRUE(failed->note.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  release.Notify();
+  std::move(release_on_return).Invoke();
 
   const auto got = results.WaitFor(11);
   for (int i = 1; i <= 10; ++i) {
@@ -512,6 +522,19 @@ TEST(LedgerWriterFailureTest, L2_FencedWriterStillAcknowledgesEntriesThatReached
   EXPECT_EQ(got[10].status().code(), absl::StatusCode::kFailedPrecondition) << got[10].status();
   EXPECT_EQ(writer->lac(), 10);
   ExpectReadable(*reader, 0, 10);
+}
+
+// One bookie, callbacks on the writer's thread: its replies keep arriving
+// while the writer's thread is in entry 0's callback.
+TEST(LedgerWriterFailureTest, L2_FencedWriterStillAcknowledgesEntriesThatReachedQa) {
+  FencedWriterStillAcknowledgesEntriesThatReachedQa(1, /*callbacks_on_reply_thread=*/false);
+}
+
+// E=Qw=3, Qa=2, callbacks on reply threads (the default): entry 0's
+// callback holds the connection thread of the bookie whose reply made it
+// ready; the other two bookies' replies carry entries 1..10 to Qa.
+TEST(LedgerWriterFailureTest, L2_FencedWriterStillAcknowledgesEntriesThatReachedQaOnReplyThreads) {
+  FencedWriterStillAcknowledgesEntriesThatReachedQa(3, /*callbacks_on_reply_thread=*/true);
 }
 
 // E=3 Qw=3 Qa=2 on exactly three bookies: when one stops, the ensemble

@@ -117,6 +117,16 @@ struct ClientOptions {
   // request and reply without gRPC's per-call cost. Bookies without an add
   // port get the RPC. Everything else always uses gRPC.
   bool use_add_port = true;
+  // A writer's AddCallbacks run on the thread of the add port connection
+  // whose reply made them ready (after every reply read with it), instead
+  // of on the writer's own thread: one thread hand-off less per batch of
+  // acks (docs/ledger-protocol.md, "Where callbacks run"). That thread
+  // reads the replies of every writer of this client to that bookie, so a
+  // callback that blocks delays them all. Off: callbacks always run on the
+  // writer's thread, and a slow callback delays only its own writer.
+  // Replies over gRPC or from an in-process bookie (local_add) are always
+  // delivered on the writer's thread.
+  bool callbacks_on_reply_thread = true;
   // A connection to a bookie (its gRPC channel, and its add port's
   // connection and thread) that no writer, reader or recovery has held for
   // this long is closed, by a thread of the client; the next use opens it

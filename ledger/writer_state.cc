@@ -37,9 +37,6 @@ WriterState::~WriterState() { Shutdown(); }
 
 void WriterState::Start() {
   thread_ = std::thread([this] { Run(); });
-  // Read only by appends, which come after Start returns (or from the
-  // thread's own callbacks, which follow such an append through mu_).
-  writer_thread_id_ = thread_.get_id();
 }
 
 WriterState::AddCall::~AddCall() {
@@ -143,7 +140,7 @@ void WriterState::AppendAsync(std::string_view payload, LedgerWriter::AddCallbac
     lac_untold_since_ = absl::InfiniteFuture();
     add->done = std::move(done);
     // Held back while this thread delivers a batch of callbacks (Deliver).
-    const bool hold = delivering_ && OnWriterThread();
+    const bool hold = delivering_ && deliverer_ == std::this_thread::get_id();
     const int first = static_cast<int>(add->entry_id % ensemble_size_);
     for (int k = 0; k < write_quorum_; ++k) {
       const int i = (first + k) % ensemble_size_;
@@ -239,17 +236,29 @@ void WriterState::OnAddResponseDone(AddCall* call, const grpc::Status& status) {
 void WriterState::OnAddDone(AddCall* call, const grpc::Status& status) {
   std::vector<AddCall*> out;
   std::shared_ptr<AddCall> owned;
+  bool deliver_here = false;
   {
     absl::MutexLock l(&mu_);
     auto it = live_calls_.find(call);
     owned = std::move(it->second);
     live_calls_.erase(it);
     HandleAddReplyLocked(*call, status, &out);
+    // On an add channel's thread the callbacks this reply made ready run
+    // there, after the replies read with it, instead of waking the writer's
+    // thread for them (ClientOptions::callbacks_on_reply_thread). Not on a
+    // gRPC thread or the in-process bookie's journal thread.
+    if (core_->options.callbacks_on_reply_thread && !inline_scheduled_ && !delivering_ &&
+        !changing_ensemble_ && HasDeliverableLocked() && AddChannel::OnReplyThread()) {
+      inline_scheduled_ = true;
+      ++callbacks_pending_;  // until DeliverOnReplyThread returns
+      deliver_here = true;
+    }
   }
   // Released here, or by Shutdown if it still holds a copy to cancel it.
   // Either way the pool still holds the channel: it is not destroyed here.
   owned.reset();
   SendAll(std::move(out));
+  if (deliver_here) AddChannel::RunAfterReplies([this] { DeliverOnReplyThread(); });
   // The last touch of `this`: Shutdown may destroy the state right after
   // mu_ is released (absl::Mutex allows it).
   absl::MutexLock l(&mu_);
@@ -363,7 +372,20 @@ bool WriterState::NeedEnsembleChangeLocked() const {
 }
 
 bool WriterState::HasWorkLocked() const {
-  if (stop_ || !to_deliver_.empty() || NeedEnsembleChangeLocked()) return true;
+  // Another thread delivers: it takes whatever becomes ready meanwhile,
+  // and this thread looks again once it is done.
+  if (delivering_) return false;
+  // Stopping: whatever is left is delivered here, even if a reply thread
+  // was about to (it then finds nothing), so that Shutdown never waits for
+  // a reply thread to get round to it.
+  if (stop_) return true;
+  // A reply thread is about to deliver.
+  if (inline_scheduled_) return false;
+  return NeedEnsembleChangeLocked() || HasDeliverableLocked();
+}
+
+bool WriterState::HasDeliverableLocked() const {
+  if (!to_deliver_.empty()) return true;
   return !changing_ensemble_ && !pending_.empty() && pending_.front()->ack_count >= ack_quorum_;
 }
 
@@ -388,15 +410,19 @@ absl::Time WriterState::ExplicitLacDueLocked() const {
 }
 
 std::vector<WriterState::LacCall*> WriterState::AwaitWorkLocked() {
-  const absl::Condition has_work(this, &WriterState::HasWorkLocked);
+  auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return HasWorkLocked() || lac_due_moved_;
+  };
   while (!HasWorkLocked()) {
     const absl::Time due = ExplicitLacDueLocked();
-    if (due == absl::InfiniteFuture()) {
-      mu_.Await(has_work);
-      break;
-    }
-    if (mu_.AwaitWithDeadline(has_work, due)) break;
-    if (ExplicitLacDueLocked() > absl::Now()) continue;  // an append came meanwhile
+    // A delivery on a reply thread that leaves the writer idle sets
+    // lac_due_moved_ when it makes the write due before this wait ends.
+    lac_due_moved_ = false;
+    writer_wakes_at_ = due;
+    mu_.AwaitWithDeadline(absl::Condition(&woken), due);
+    writer_wakes_at_ = absl::InfinitePast();
+    if (HasWorkLocked()) break;
+    if (ExplicitLacDueLocked() > absl::Now()) continue;  // not yet, or an append came meanwhile
     std::vector<LacCall*> calls;
     for (const Slot& slot : slots_) {
       if (slot.failed) continue;
@@ -453,22 +479,59 @@ void WriterState::Run() {
     {
       absl::MutexLock l(&mu_);
       lac_calls = AwaitWorkLocked();
-      CollectDeliverableLocked();
-      deliveries.swap(to_deliver_);
-      if (deliveries.empty()) {
-        if (NeedEnsembleChangeLocked()) {
-          changing_ensemble_ = true;
-          change = true;
-        } else if (stop_) {
-          return;
+      // (AwaitWorkLocked also returns for an explicit LAC write while
+      // another thread delivers or is about to: then nothing else is done.)
+      if (!delivering_ && (!inline_scheduled_ || stop_)) {
+        CollectDeliverableLocked();
+        deliveries.swap(to_deliver_);
+        if (deliveries.empty()) {
+          if (NeedEnsembleChangeLocked()) {
+            changing_ensemble_ = true;
+            change = true;
+          } else if (stop_) {
+            return;
+          }
+        } else {
+          delivering_ = true;
+          deliverer_ = std::this_thread::get_id();
         }
-      } else {
-        delivering_ = true;
       }
     }
     if (!lac_calls.empty()) SendLacCalls(std::move(lac_calls));
     if (!deliveries.empty()) Deliver(std::move(deliveries));
     if (change) RunEnsembleChange();
+  }
+}
+
+void WriterState::DeliverOnReplyThread() {
+  bool first = true;
+  for (;;) {
+    std::vector<Delivery> deliveries;
+    {
+      absl::MutexLock l(&mu_);
+      if (first) inline_scheduled_ = false;
+      first = false;
+      // The writer's thread may have started a delivery or an ensemble
+      // change first (a reply of another bookie, or a failure): it goes on
+      // from there, and delivers after the change as it always does.
+      // Otherwise this thread takes what is ready, and looks again after
+      // running it (more acks may have come meanwhile).
+      if (!delivering_ && !changing_ensemble_) {
+        CollectDeliverableLocked();
+        deliveries.swap(to_deliver_);
+      }
+      if (deliveries.empty()) {
+        // Left idle by these callbacks: the writer's thread, asleep until
+        // later (or for good), must write the LAC explicitly when it is due.
+        if (ExplicitLacDueLocked() < writer_wakes_at_) lac_due_moved_ = true;
+        // The last touch of `this` (see OnAddDone).
+        --callbacks_pending_;
+        return;
+      }
+      delivering_ = true;
+      deliverer_ = std::this_thread::get_id();
+    }
+    Deliver(std::move(deliveries));
   }
 }
 
@@ -484,11 +547,10 @@ void WriterState::Deliver(std::vector<Delivery> deliveries) {
 }
 
 void WriterState::SendHeldAppends() {
-  if (!OnWriterThread()) return;
   std::vector<AddCall*> out;
   {
     absl::MutexLock l(&mu_);
-    if (!delivering_) return;
+    if (!delivering_ || deliverer_ != std::this_thread::get_id()) return;
     PumpHeldLocked(&out);
   }
   SendAll(std::move(out));

@@ -3,11 +3,17 @@
 //
 // Threads that touch it:
 //  - callers of Append/AppendAsync/Close/lac/metadata;
-//  - gRPC callback threads (OnAddDone): they only update state under mu_ and
-//    send more queued entries; they never block, never touch the metadata
-//    store and never run user callbacks;
-//  - the writer's own thread (Run): delivers completions in entry-id order
-//    and performs ensemble changes (placement + metadata CAS).
+//  - reply threads (OnAddDone: gRPC callback threads, add channel threads,
+//    the in-process bookie's journal thread): they update state under mu_
+//    and send more queued entries; they never block and never touch the
+//    metadata store. An add channel's thread also delivers completions
+//    its replies made ready (DeliverOnReplyThread), unless
+//    ClientOptions::callbacks_on_reply_thread is off; other reply threads
+//    never run user callbacks;
+//  - the writer's own thread (Run): delivers the other completions (and
+//    all of them with that option off) and performs ensemble changes
+//    (placement + metadata CAS).
+// One thread at a time delivers (delivering_), in entry-id order.
 // Lifetime: RPC callbacks hold a plain pointer to the state, never a
 // reference. Shutdown (run by ~LedgerWriter) cancels the Add RPCs still in
 // flight and waits until every callback has returned, so the state, its
@@ -154,11 +160,17 @@ class WriterState {
   };
 
   void Run();
-  // Runs `deliveries` on the writer's thread; appends they make are sent
-  // together afterwards.
+  // Runs `deliveries` (taken with delivering_ set, by this thread as
+  // deliverer_); appends they make are sent together afterwards.
   void Deliver(std::vector<Delivery> deliveries) ABSL_LOCKS_EXCLUDED(mu_);
-  bool OnWriterThread() const { return std::this_thread::get_id() == writer_thread_id_; }
+  // Scheduled by OnAddDone on an add channel's thread (inline_scheduled_,
+  // holding a count in callbacks_pending_): delivers what is ready unless
+  // another thread already does, until nothing is left.
+  void DeliverOnReplyThread() ABSL_LOCKS_EXCLUDED(mu_);
   bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Completions ready to run: failures queued, or an acked head (not
+  // during an ensemble change).
+  bool HasDeliverableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits until HasWorkLocked, or until an explicit LAC write is due: then
   // returns the calls to send (registered and counted like Add calls).
   std::vector<LacCall*> AwaitWorkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -233,12 +245,23 @@ class WriterState {
   // An ensemble change (metadata CAS) is in flight: nothing is delivered.
   bool changing_ensemble_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Delivery> to_deliver_ ABSL_GUARDED_BY(mu_);
-  // The writer thread is running callbacks taken from to_deliver_. Appends
-  // made by those callbacks (a log layered on the ledger appends from them)
-  // are queued but not sent until the batch of callbacks is done: the acks
-  // of one RPC then refill the pipeline with one RPC per bookie, instead of
-  // a one-entry RPC followed by everything else an RPC later.
+  // A thread (deliverer_: the writer's, or an add channel's) is running
+  // callbacks taken from to_deliver_. Appends made by those callbacks (a
+  // log layered on the ledger appends from them) are queued but not sent
+  // until the batch of callbacks is done: the acks of one RPC then refill
+  // the pipeline with one RPC per bookie, instead of a one-entry RPC
+  // followed by everything else an RPC later.
   bool delivering_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread::id deliverer_ ABSL_GUARDED_BY(mu_);
+  // A DeliverOnReplyThread is queued on an add channel's thread; the
+  // writer's thread leaves deliveries to it meanwhile (unless stopping).
+  bool inline_scheduled_ ABSL_GUARDED_BY(mu_) = false;
+  // When the writer's thread, waiting for work, wakes by itself (to write
+  // the LAC explicitly; InfiniteFuture: not by itself; InfinitePast: it is
+  // not waiting). A delivery on a reply thread that makes that write due
+  // earlier sets lac_due_moved_ to wake it.
+  absl::Time writer_wakes_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool lac_due_moved_ ABSL_GUARDED_BY(mu_) = false;
   // Slots that got entries while sending was held back (delivering_).
   uint64_t held_slots_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
@@ -267,8 +290,6 @@ class WriterState {
   std::atomic<bool> cancelling_{false};
 
   std::thread thread_;
-  // Set by Start before the thread runs anything.
-  std::thread::id writer_thread_id_;
 };
 
 }  // namespace ledgerkv::ledger

@@ -24,8 +24,8 @@ namespace ledgerkv::snapshot {
 namespace {
 
 // Bounds the payload bytes appended but not yet acknowledged, and keeps the
-// first failure. AppendAsync callbacks (on the ledger writer's thread) only
-// call Done, which never blocks.
+// first failure. AppendAsync callbacks (on whichever thread delivers the
+// ledger writer's callbacks) only call Done, which never blocks.
 class InFlight {
  public:
   explicit InFlight(int64_t max_bytes) : max_bytes_(max_bytes) {}

@@ -136,8 +136,9 @@ void LogWriter::PumpLocked() {
     in_flight_.push_back(std::move(batch));
     waiting_.pop_front();
     const uint64_t generation = ledger_generation_;
-    // The ledger writer never runs `done` inline, and runs it on its own
-    // thread without holding its lock, so calling it under mu_ keeps entry
+    // The ledger writer never runs `done` inline, and runs it (on the
+    // thread that delivers its callbacks) without holding its lock, so
+    // calling it under mu_ keeps entry
     // order equal to seqno order without a lock-order inversion.
     ledger_->AppendAsync(std::move(payload), [this, generation](absl::StatusOr<int64_t> entry) {
       OnEntryDone(generation, std::move(entry));

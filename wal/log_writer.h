@@ -14,8 +14,10 @@
 //
 // Threading: every method is thread-safe. Callbacks run one at a time, in
 // seqno order, never under a lock of the writer: acknowledgements on the
-// ledger writer's thread right after the entry's ack (no thread hand-off on
-// the write path), errors on the writer's delivery thread (and any run that
+// thread that delivers the ledger writer's callbacks (a bookie connection's
+// or the ledger writer's own; ledger/ledger_writer.h) right after the
+// entry's ack (no thread hand-off on the write path), errors on the
+// writer's delivery thread (and any run that
 // arrives while another is being delivered, after it). They may call
 // Append, but not Close, Truncate or the destructor, and must not block for
 // long (they hold up the ledger's next acknowledgements).

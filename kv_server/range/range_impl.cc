@@ -342,10 +342,10 @@ void RangeImpl::ApplyAcknowledged() {
     absl::MutexLock l(&mu_);
     if (failed_) return;  // answered by Fail
   }
-  // Only this thread writes the DB while serving; the overlay still shows
-  // these writes' keys until the entries are dropped below, so the
-  // sequencer never sees a state older than the pending view. The same
-  // reasoning makes the evaluation-time deltas exact: each write was
+  // Only the delivering thread (one at a time) writes the DB while serving;
+  // the overlay still shows these writes' keys until the entries are dropped
+  // below, so the sequencer never sees a state older than the pending view.
+  // The same reasoning makes the evaluation-time deltas exact: each write was
   // resolved against the pending view, which is exactly the DB after every
   // earlier seqno, the state it is applied on here (in seqno order, in one
   // WriteBatch; replay recomputes the deltas by reading).

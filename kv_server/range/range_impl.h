@@ -6,13 +6,13 @@
 // Threads:
 //  - callers of the write methods run the sequencer under mu_ and append to
 //    the log under mu_ (so revision order is seqno order);
-//  - the log writer's delivering thread (the ledger writer's thread for
-//    acknowledgements, wal/log_writer.h) runs OnLogDone for each acknowledged
-//    record (it only notes the write as acknowledged) and ApplyAcknowledged
-//    after each run of them: applies the run's effects in one RocksDB
-//    write (outside mu_; it is the only thread that writes RocksDB once
-//    serving), then drops the overlay entries under mu_, then answers,
-//    with no lock;
+//  - the log writer's delivering thread (for acknowledgements, the thread
+//    that delivers the ledger writer's callbacks, wal/log_writer.h; one at a
+//    time) runs OnLogDone for each acknowledged record (it only notes the
+//    write as acknowledged) and ApplyAcknowledged after each run of them:
+//    applies the run's effects in one RocksDB write (outside mu_; only the
+//    delivering thread writes RocksDB once serving), then drops the
+//    overlay entries under mu_, then answers, with no lock;
 //  - the policy thread takes snapshots and truncates the log;
 //  - the notifier thread calls options.on_failed once, with no lock held.
 // Lock order: close_mu_, then snapshot_mu_, then mu_. The log writer's and
