@@ -4,7 +4,7 @@
 //
 //   ledger-bench [--dir DIR] [--seconds S] [--repeat N] [--quick]
 //                [--filter SUBSTR] [--rpcs-in-flight N] [--entries-per-rpc N]
-//                [--no-add-port]
+//                [--no-add-port] [--callbacks-on-writer-thread]
 //
 // --repeat N (default 3; 1 with --quick) measures the whole matrix N times,
 // probing the disk again before each pass, and ends with the median of each
@@ -15,6 +15,8 @@
 // --entries-per-rpc ClientOptions.max_entries_per_add_rpc (default 512).
 // --no-add-port sends adds over the Add RPC instead of the bookies' add
 // ports (docs/add-transport.md), for comparing the two transports.
+// --callbacks-on-writer-thread turns ClientOptions.callbacks_on_reply_thread
+// off (every callback is handed to the writer's thread), for comparison.
 // The ent/sync column is the number of entries per bookie journal sync
 // (group commit), from the bookies' GetInfo counters.
 //
@@ -285,6 +287,8 @@ int Main(int argc, char** argv) {
       seconds = absl::Seconds(std::atof(argv[++i]));
     } else if (a == "--no-add-port") {
       client_options.use_add_port = false;
+    } else if (a == "--callbacks-on-writer-thread") {
+      client_options.callbacks_on_reply_thread = false;
     } else if (a == "--rpcs-in-flight" && i + 1 < argc) {
       client_options.max_rpcs_in_flight_per_bookie = std::atoi(argv[++i]);
     } else if (a == "--entries-per-rpc" && i + 1 < argc) {
@@ -299,7 +303,8 @@ int Main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: ledger-bench [--dir DIR] [--seconds S] [--repeat N] [--quick] "
-                   "[--filter SUBSTR] [--rpcs-in-flight N] [--entries-per-rpc N] [--no-add-port]\n");
+                   "[--filter SUBSTR] [--rpcs-in-flight N] [--entries-per-rpc N] [--no-add-port] "
+                   "[--callbacks-on-writer-thread]\n");
       return 2;
     }
   }
