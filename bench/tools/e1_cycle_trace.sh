@@ -6,15 +6,17 @@
 #
 # Runs that row for 6 s, records 0.5 s of scheduler events in its middle
 # with `perf sched record` (Debian package linux-perf; run as root), finds
-# the four threads of the cycle (the bookie's journal thread J: the thread
-# of the process that sleeps most in D state; the client's add channel C,
-# the writer W and the bookie's connection thread B: the wake-up cycle
-# J -> C -> W -> B -> J), and prints the median and mean of each step:
+# the threads of the cycle (the bookie's journal thread J: the thread of the
+# process that sleeps most in D state; the client's add channel C and the
+# bookie's connection thread B: the wake-up cycle J -> C -> B -> J, or
+# J -> C -> W -> B -> J with the writer's thread W when the callbacks run
+# there, as with --callbacks-on-writer-thread in BENCH_ARGS), and prints
+# the median and mean of each step:
 # a wake-up (X>Y..Y in: from X waking Y to Y running) or a thread's work
 # (Y in..Y>Z), the whole cycle, J's time asleep in D state (the journal
 # write and fdatasync) and the rest (CPU work and hand-offs).
 # docs/performance.md has figures from it. Environment variables pass
-# through to ledger-bench.
+# through to ledger-bench; BENCH_ARGS adds arguments to its command line.
 set -euo pipefail
 build=${1:-build}
 bench="$build/bench/ledger-bench"
@@ -22,7 +24,7 @@ bench="$build/bench/ledger-bench"
 command -v perf > /dev/null || { echo "perf not found (apt-get install linux-perf)" >&2; exit 2; }
 out=$(mktemp -d /tmp/e1_cycle.XXXXXX)
 trap 'rm -rf "$out"' EXIT
-"$bench" --repeat 1 --seconds 6 --filter E1,Qw1,Qa1/100/64 > "$out/bench.txt" 2>&1 &
+"$bench" --repeat 1 --seconds 6 --filter E1,Qw1,Qa1/100/64 ${BENCH_ARGS:-} > "$out/bench.txt" 2>&1 &
 pid=$!
 # The disk probe runs first on one thread; the row has many.
 for _ in $(seq 1 300); do
@@ -65,23 +67,35 @@ for line in open(path):
 if not dsleep:
     sys.exit('no thread of ledger-bench slept in D state: nothing traced')
 J = dsleep.most_common(1)[0][0]
+# The wake-up cycle from J back to J through 2 or 3 other threads: J -> C
+# (the client's add channel) -> B (the bookie's connection) -> J when the
+# channel thread runs the writer's callbacks itself (the default), or
+# J -> C -> W -> B -> J with the writer's thread between (with
+# --callbacks-on-writer-thread). The one seen most often wins.
 best = None
 for (a, b), n1 in wakes.items():
     if a != J:
         continue
     for (c, d), n2 in wakes.items():
-        if c != b:
+        if c != b or d == J:
             continue
+        if len({J, b, d}) == 3 and wakes.get((d, J)):
+            score = min(n1, n2, wakes[(d, J)])
+            if best is None or score > best[0]:
+                best = (score, [b, d])
         for (e_, g), n3 in wakes.items():
             if e_ != d or len({J, b, d, g}) != 4 or not wakes.get((g, J)):
                 continue
             score = min(n1, n2, n3, wakes[(g, J)])
             if best is None or score > best[0]:
-                best = (score, b, d, g)
+                best = (score, [b, d, g])
 if best is None:
-    sys.exit('no J -> C -> W -> B -> J wake-up cycle found')
-_, C, W, B = best
-names = {J: 'J', C: 'C', W: 'W', B: 'B'}
+    sys.exit('no J -> C -> (W ->) B -> J wake-up cycle found')
+others = best[1]
+order = ['J', 'C'] + (['W'] if len(others) == 3 else []) + ['B']
+names = {J: 'J'}
+for tid, name in zip(others, order[1:]):
+    names[tid] = name
 seq = []
 for t, k, a, b in ev:
     if k == 'w' and a in names and b in names:
@@ -90,10 +104,14 @@ for t, k, a, b in ev:
         seq.append((t, 'i', names[a]))
     elif k == 'o' and a in names:
         seq.append((t, 'o' + b, names[a]))
-steps = [('i', 'C'), ('w', 'C>W'), ('i', 'W'), ('w', 'W>B'), ('i', 'B'), ('w', 'B>J'),
-         ('i', 'J'), ('w', 'J>C')]
-keys = ['J>C..C in', 'C in..C>W', 'C>W..W in', 'W in..W>B', 'W>B..B in', 'B in..B>J',
-        'B>J..J in', 'J in..J>C']
+# From J waking C: C runs, C wakes the next, ..., J runs, J wakes C.
+ring = order[1:] + ['J']
+steps, keys = [], []
+prev = 'J'
+for x, nxt in zip(ring, ring[1:] + ['C']):
+    steps += [('i', x), ('w', x + '>' + nxt)]
+    keys += [f'{prev}>{x}..{x} in', f'{x} in..{x}>{nxt}']
+    prev = x
 segs = {k: [] for k in keys}
 asleep = []
 n = len(seq)
@@ -114,7 +132,7 @@ while True:
     ts = [seq[x][0] for x in idx]
     # A step without its wake-up (its thread was runnable already) would
     # merge two cycles into one: skip from one J>C to the next.
-    if idx[8] != find(idx[0] + 1, 'w', 'J>C'):
+    if idx[-1] != find(idx[0] + 1, 'w', 'J>C'):
         merged += 1
         i = find(idx[0] + 1, 'w', 'J>C')
         continue
@@ -122,7 +140,7 @@ while True:
         for k, (x, y) in zip(keys, zip(ts, ts[1:])):
             segs[k].append(y - x)
         d, start = 0.0, None
-        for x in range(idx[7], idx[8]):
+        for x in range(idx[-2], idx[-1]):
             t, kind, who = seq[x]
             if who == 'J' and kind == 'oD':
                 start = t
@@ -132,8 +150,8 @@ while True:
     i = idx[-1]
 if not asleep:
     sys.exit('no complete cycle found')
-print(f'{len(asleep)} cycles ({merged} skipped: a step without its wake-up); '
-      f'threads J={J} C={C} W={W} B={B}')
+print(f'{len(asleep)} cycles ({merged} skipped: a step without its wake-up); threads ' +
+      ' '.join(f'{names[t]}={t}' for t in [J] + others))
 for k in keys:
     print(f'  {k:10s} median {st.median(segs[k]):6.1f} us  mean {st.mean(segs[k]):6.1f} us')
 cycle = [sum(x) for x in zip(*(segs[k] for k in keys))]
