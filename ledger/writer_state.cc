@@ -167,6 +167,12 @@ void WriterState::PumpLocked(int slot_index, std::vector<AddCall*>* out) {
     auto call = std::make_shared<AddCall>();
     call->request.set_expected_instance_id(slot.instance_id);
     call->request.set_recovery(false);
+    // Grown once, not entry by entry (the group commit cycle allocates per
+    // entry and per request on the thread that sends).
+    const int cap = static_cast<int>(std::min<size_t>(
+        slot.queue.size(), static_cast<size_t>(std::max(1, options.max_entries_per_add_rpc))));
+    call->request.mutable_entries()->Reserve(cap);
+    call->adds.reserve(static_cast<size_t>(cap));
     int64_t bytes = 0;
     while (!slot.queue.empty() &&
            call->request.entries_size() < std::max(1, options.max_entries_per_add_rpc)) {
@@ -537,9 +543,15 @@ void WriterState::DeliverOnReplyThread() {
 
 void WriterState::Deliver(std::vector<Delivery> deliveries) {
   for (Delivery& d : deliveries) d.done(std::move(d.result));
+  deliveries.clear();
   std::vector<AddCall*> out;
   {
     absl::MutexLock l(&mu_);
+    // The vector goes back for the next batch, so that to_deliver_ does not
+    // grow again from nothing every cycle.
+    if (to_deliver_.empty() && to_deliver_.capacity() < deliveries.capacity()) {
+      to_deliver_.swap(deliveries);
+    }
     delivering_ = false;
     PumpHeldLocked(&out);
   }
