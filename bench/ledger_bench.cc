@@ -79,10 +79,14 @@ struct Load {
   std::vector<double> latencies_us ABSL_GUARDED_BY(mu);
 };
 
-void Issue(Load* load) {
-  const absl::Time sent = absl::Now();
-  load->writer->AppendAsync(load->payload, [load, sent](absl::StatusOr<int64_t> id) {
+// `sent`: now. The callback captures 16 bytes (std::function keeps them
+// without a heap allocation, as it keeps the log layer's), and its clock
+// reading is the next append's send time.
+void Issue(Load* load, absl::Time sent) {
+  load->writer->AppendAsync(load->payload, [load, sent_ns = absl::ToUnixNanos(sent)](
+                                               absl::StatusOr<int64_t> id) {
     const absl::Time now = absl::Now();
+    const absl::Time sent = absl::FromUnixNanos(sent_ns);
     bool again = false;
     {
       absl::MutexLock l(&load->mu);
@@ -95,7 +99,7 @@ void Issue(Load* load) {
       }
       if (!again) --load->outstanding;
     }
-    if (again) Issue(load);
+    if (again) Issue(load, now);
   });
 }
 
@@ -112,7 +116,7 @@ absl::StatusOr<Result> RunOne(ledger::LedgerWriter& writer, size_t entry_size, i
     load.latencies_us.reserve(1 << 21);
     load.outstanding = in_flight;
   }
-  for (int i = 0; i < in_flight; ++i) Issue(&load);
+  for (int i = 0; i < in_flight; ++i) Issue(&load, absl::Now());
   absl::MutexLock l(&load.mu);
   auto drained = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(load.mu) { return load.outstanding == 0; };
   load.mu.Await(absl::Condition(&drained));
