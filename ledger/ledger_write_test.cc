@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -185,14 +186,17 @@ TEST(LedgerWriteTest, L4_AcksInIdOrderWith64InFlightAndAddsAreBatched) {
 }
 
 // A load like the log layer's: `in_flight` appends, each callback
-// appending the next until `total` were made. Returns the ids the callbacks
-// saw, in callback order, and fails the test if two callbacks ever ran at
-// once.
+// appending the next until `total` were made. The first `in_flight` are
+// made by the callback of one starter append (entry 0), so that they leave
+// as one request per bookie, as a log's do once it runs. Returns the ids
+// the callbacks saw, in callback order, and fails the test if two
+// callbacks ever ran at once.
 std::vector<int64_t> RunCallbackPipeline(LedgerWriter& writer, int in_flight, int total) {
   // Shared with the callbacks: a failed wait below must not free it under them.
   struct Load : std::enable_shared_from_this<Load> {
     LedgerWriter* writer = nullptr;
     int total = 0;
+    int in_flight = 0;
     std::atomic<int> issued{0};
     std::atomic<int> running{0};
     std::atomic<bool> overlapped{false};
@@ -203,7 +207,7 @@ std::vector<int64_t> RunCallbackPipeline(LedgerWriter& writer, int in_flight, in
     void Issue() {
       const int i = issued.fetch_add(1);
       if (i >= total) return;
-      writer->AppendAsync(PayloadFor(i), [self = shared_from_this()](absl::StatusOr<int64_t> r) {
+      writer->AppendAsync(PayloadFor(i), [self = shared_from_this(), i](absl::StatusOr<int64_t> r) {
         if (self->running.fetch_add(1) != 0) self->overlapped = true;
         bool last;
         {
@@ -215,7 +219,9 @@ std::vector<int64_t> RunCallbackPipeline(LedgerWriter& writer, int in_flight, in
           }
           last = static_cast<int>(self->ids.size() + self->errors.size()) == self->total;
         }
-        self->Issue();  // from the callback, as the log layer does
+        // From the callback, as the log layer does: the starter's makes
+        // the pipeline, every other one keeps it full.
+        for (int k = 0; k < (i == 0 ? self->in_flight : 1); ++k) self->Issue();
         self->running.fetch_sub(1);
         if (last) self->done.Notify();
       });
@@ -224,7 +230,8 @@ std::vector<int64_t> RunCallbackPipeline(LedgerWriter& writer, int in_flight, in
   auto load = std::make_shared<Load>();
   load->writer = &writer;
   load->total = total;
-  for (int k = 0; k < in_flight; ++k) load->Issue();
+  load->in_flight = in_flight;
+  load->Issue();
   EXPECT_TRUE(load->done.WaitForNotificationWithTimeout(absl::Seconds(60)));
   EXPECT_FALSE(load->overlapped.load()) << "two callbacks of one writer ran at once";
   absl::MutexLock l(&load->mu);
@@ -254,17 +261,14 @@ TEST(LedgerWriteTest, L4_CallbacksInIdOrderAndTheirAppendsLeaveTogetherOnEitherT
         ASSERT_EQ(ids[i], static_cast<int64_t>(i)) << "completion out of order";
       }
       const WriterStats stats = writer->stats();
-      // One request per bookie per batch of callbacks: up to 64 entries
-      // each, fewer where the pipeline split into groups. A connection
-      // thread delivers each reply's acks as one batch, so the groups the
-      // pipeline starts with persist but never split further; without the
-      // hold its callbacks would send single-entry requests until the
-      // in-flight cap (measured: about a dozen entries per request). The
-      // writer's thread, on a loaded machine, may take a group's acks in
-      // two batches, and acks that pile up during its wake-up batch its
-      // appends anyway, so the bound there is looser.
-      const int64_t min_per_request = on_reply_thread ? 16 : 8;
-      EXPECT_GE(stats.entries_sent, stats.add_rpcs * min_per_request)
+      // The pipeline starts as one request per bookie, each reply makes its
+      // 64 acks ready together, and their callbacks' appends leave as one
+      // request per bookie again: about 64 entries per request (the
+      // starter's and the last are smaller). Without the hold, the first
+      // appends of each batch would leave one by one until the in-flight
+      // cap, and the groups would split (measured: about a dozen entries
+      // per request).
+      EXPECT_GE(stats.entries_sent, stats.add_rpcs * 32)
           << stats.add_rpcs << " Add requests for " << stats.entries_sent << " entry copies";
       LKV_ASSERT_OK(writer->Close());
       LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
@@ -281,6 +285,8 @@ TEST(LedgerWriteTest, ABlockedCallbackHoldsUpOtherWritersOnlyOnTheReplyThread) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
   for (const bool on_reply_thread : {true, false}) {
     SCOPED_TRACE(on_reply_thread ? "reply thread" : "writer's thread");
+    // Outlive the writers, whose destructors may still run the callbacks.
+    absl::Notification in_callback, release, other_done;
     ClientOptions options;
     options.callbacks_on_reply_thread = on_reply_thread;
     LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient(options));
@@ -288,14 +294,15 @@ TEST(LedgerWriteTest, ABlockedCallbackHoldsUpOtherWritersOnlyOnTheReplyThread) {
     LKV_ASSIGN_OR_FAIL(auto other, client->CreateLedger(Quorums(1, 1, 1)));
     // Both writers' adds travel on the client's one connection to the bookie.
     LKV_ASSERT_OK(other->Append("warm").status());
-    absl::Notification in_callback, release;
+    absl::Cleanup release_on_return = [&release] {
+      if (!release.HasBeenNotified()) release.Notify();
+    };
     blocked->AppendAsync("a", [&](absl::StatusOr<int64_t> r) {
       EXPECT_TRUE(r.ok()) << r.status();
       in_callback.Notify();
       release.WaitForNotification();
     });
     ASSERT_TRUE(in_callback.WaitForNotificationWithTimeout(absl::Seconds(10)));
-    absl::Notification other_done;
     other->AppendAsync("b", [&](absl::StatusOr<int64_t> r) {
       EXPECT_TRUE(r.ok()) << r.status();
       other_done.Notify();
@@ -303,12 +310,12 @@ TEST(LedgerWriteTest, ABlockedCallbackHoldsUpOtherWritersOnlyOnTheReplyThread) {
     if (on_reply_thread) {
       EXPECT_FALSE(other_done.WaitForNotificationWithTimeout(absl::Milliseconds(300)))
           << "the other writer's reply was read while the connection's thread ran a callback";
-      release.Notify();
+      std::move(release_on_return).Invoke();
       EXPECT_TRUE(other_done.WaitForNotificationWithTimeout(absl::Seconds(10)));
     } else {
       EXPECT_TRUE(other_done.WaitForNotificationWithTimeout(absl::Seconds(10)))
           << "a callback blocked on one writer's thread held up another writer";
-      release.Notify();
+      std::move(release_on_return).Invoke();
     }
     LKV_ASSERT_OK(blocked->Close());
     LKV_ASSERT_OK(other->Close());
@@ -319,11 +326,17 @@ TEST(LedgerWriteTest, ABlockedCallbackHoldsUpOtherWritersOnlyOnTheReplyThread) {
 // runs on a bookie connection's thread: the destructor waits for that
 // callback, and the appends still pending end CANCELLED, each exactly once.
 TEST(LedgerWriteTest, DestroyingAWriterWaitsForACallbackRunningOnAReplyThread) {
+  // Outlive the writer, whose destructor may still run the callbacks.
+  absl::Notification in_callback, release;
+  std::atomic<bool> callback_returned{false};
+  absl::Mutex mu;
+  std::vector<absl::StatusOr<int64_t>> later;
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
   LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
   LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(1, 1, 1)));
-  absl::Notification in_callback, release;
-  std::atomic<bool> callback_returned{false};
+  absl::Cleanup release_on_return = [&release] {
+    if (!release.HasBeenNotified()) release.Notify();
+  };
   writer->AppendAsync("first", [&](absl::StatusOr<int64_t> r) {
     EXPECT_TRUE(r.ok()) << r.status();
     in_callback.Notify();
@@ -331,8 +344,6 @@ TEST(LedgerWriteTest, DestroyingAWriterWaitsForACallbackRunningOnAReplyThread) {
     callback_returned = true;
   });
   ASSERT_TRUE(in_callback.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  absl::Mutex mu;
-  std::vector<absl::StatusOr<int64_t>> later;
   for (int i = 0; i < 5; ++i) {
     writer->AppendAsync("later", [&](absl::StatusOr<int64_t> r) {
       absl::MutexLock l(&mu);
@@ -346,7 +357,7 @@ TEST(LedgerWriteTest, DestroyingAWriterWaitsForACallbackRunningOnAReplyThread) {
   });
   absl::SleepFor(absl::Milliseconds(200));
   EXPECT_FALSE(destroyed.load()) << "the writer was destroyed while its callback was running";
-  release.Notify();
+  std::move(release_on_return).Invoke();
   destroyer.join();
   EXPECT_TRUE(callback_returned.load());
   absl::MutexLock l(&mu);
@@ -357,6 +368,63 @@ TEST(LedgerWriteTest, DestroyingAWriterWaitsForACallbackRunningOnAReplyThread) {
       EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
     }
   }
+}
+
+// Writers `slow` and `gone` get their replies read in one batch by the
+// client's connection thread, which queues a delivery for each; `slow`'s
+// runs first and its callback blocks. Destroying `gone` must not wait for
+// that callback (another writer's): its queued delivery finds it gone, and
+// its own thread delivers its last completion.
+TEST(LedgerWriteTest, DestroyingAWriterDoesNotWaitForAnotherWritersCallback) {
+  // Outlive the writers, whose destructors may still run the callbacks.
+  absl::Notification busy_in, busy_go, slow_in, release;
+  std::atomic<int> gone_results{0};
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 1}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto busy, client->CreateLedger(Quorums(1, 1, 1)));
+  LKV_ASSIGN_OR_FAIL(auto slow, client->CreateLedger(Quorums(1, 1, 1)));
+  LKV_ASSIGN_OR_FAIL(auto gone, client->CreateLedger(Quorums(1, 1, 1)));
+  absl::Cleanup release_on_return = [&] {
+    if (!busy_go.HasBeenNotified()) busy_go.Notify();
+    if (!release.HasBeenNotified()) release.Notify();
+  };
+  const uint64_t stored_before = testing::BookieInfo(cluster->address(0)).entries_added();
+  // The connection thread is held in `busy`'s callback while both replies
+  // arrive, so that it reads them together afterwards.
+  busy->AppendAsync("busy", [&](absl::StatusOr<int64_t>) {
+    busy_in.Notify();
+    busy_go.WaitForNotification();
+  });
+  ASSERT_TRUE(busy_in.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  slow->AppendAsync("slow", [&](absl::StatusOr<int64_t> r) {
+    EXPECT_TRUE(r.ok()) << r.status();
+    slow_in.Notify();
+    release.WaitForNotification();
+  });
+  gone->AppendAsync("gone", [&](absl::StatusOr<int64_t>) { gone_results.fetch_add(1); });
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (testing::BookieInfo(cluster->address(0)).entries_added() < stored_before + 3 &&
+         absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  absl::SleepFor(absl::Milliseconds(100));  // both replies on their way
+  busy_go.Notify();
+  ASSERT_TRUE(slow_in.WaitForNotificationWithTimeout(absl::Seconds(10)));
+
+  std::atomic<bool> destroyed{false};
+  absl::Notification destroyed_note;
+  std::thread destroyer([&] {
+    gone.reset();
+    destroyed = true;
+    destroyed_note.Notify();
+  });
+  EXPECT_TRUE(destroyed_note.WaitForNotificationWithTimeout(absl::Seconds(5)))
+      << "destroying a writer waited for another writer's callback";
+  std::move(release_on_return).Invoke();
+  destroyer.join();
+  EXPECT_EQ(gone_results.load(), 1) << "the destroyed writer's add got no callback, or two";
+  LKV_ASSERT_OK(slow->Close());
+  LKV_ASSERT_OK(busy->Close());
 }
 
 TEST(LedgerWriteTest, L3_CloseSealsAtLacWithLengthAndEveryEntryIsReadable) {

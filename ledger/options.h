@@ -122,10 +122,11 @@ struct ClientOptions {
   // of on the writer's own thread: one thread hand-off less per batch of
   // acks (docs/ledger-protocol.md, "Where callbacks run"). That thread
   // reads the replies of every writer of this client to that bookie, so a
-  // callback that blocks delays them all. Off: callbacks always run on the
-  // writer's thread, and a slow callback delays only its own writer.
-  // Replies over gRPC or from an in-process bookie (local_add) are always
-  // delivered on the writer's thread.
+  // callback that blocks delays them all (and their Close). Off: callbacks
+  // always run on the writer's thread, and a slow callback delays only its
+  // own writer. Acks of the Add RPC or of an in-process bookie (local_add)
+  // go to the writer's thread either way (unless a connection thread is
+  // delivering for this writer right then: it takes them along).
   bool callbacks_on_reply_thread = true;
   // A connection to a bookie (its gRPC channel, and its add port's
   // connection and thread) that no writer, reader or recovery has held for

@@ -19,7 +19,12 @@ WriterState::WriterState(std::shared_ptr<ClientCore> core, VersionedLedger ledge
       id_(ledger.metadata.id()),
       ensemble_size_(ledger.metadata.ensemble_size()),
       write_quorum_(ledger.metadata.write_quorum()),
-      ack_quorum_(ledger.metadata.ack_quorum()) {
+      ack_quorum_(ledger.metadata.ack_quorum()),
+      reply_token_(std::make_shared<ReplyToken>()) {
+  {
+    absl::MutexLock t(&reply_token_->mu);
+    reply_token_->state = this;
+  }
   absl::MutexLock l(&mu_);
   metadata_ = std::move(ledger.metadata);
   version_ = ledger.version;
@@ -58,6 +63,14 @@ void WriterState::Shutdown() {
     SetErrorLocked(absl::CancelledError(absl::StrCat("writer of ledger ", id_,
                                                      " was destroyed before the add completed")),
                    changing_ensemble_);
+  }
+  // Waits for a delivery running on a reply thread (its callbacks are this
+  // writer's), but not for one only queued there behind other work (say,
+  // another writer's callback): it will find no state, and the writer's
+  // thread delivers what is left.
+  {
+    absl::MutexLock t(&reply_token_->mu);
+    reply_token_->state = nullptr;
   }
   if (thread_.joinable()) thread_.join();
   CancelAndDrainCalls();
@@ -254,9 +267,8 @@ void WriterState::OnAddDone(AddCall* call, const grpc::Status& status) {
     // thread for them (ClientOptions::callbacks_on_reply_thread). Not on a
     // gRPC thread or the in-process bookie's journal thread.
     if (core_->options.callbacks_on_reply_thread && !inline_scheduled_ && !delivering_ &&
-        !changing_ensemble_ && HasDeliverableLocked() && AddChannel::OnReplyThread()) {
+        !stop_ && !changing_ensemble_ && HasDeliverableLocked() && AddChannel::OnReplyThread()) {
       inline_scheduled_ = true;
-      ++callbacks_pending_;  // until DeliverOnReplyThread returns
       deliver_here = true;
     }
   }
@@ -264,7 +276,12 @@ void WriterState::OnAddDone(AddCall* call, const grpc::Status& status) {
   // Either way the pool still holds the channel: it is not destroyed here.
   owned.reset();
   SendAll(std::move(out));
-  if (deliver_here) AddChannel::RunAfterReplies([this] { DeliverOnReplyThread(); });
+  if (deliver_here) {
+    AddChannel::RunAfterReplies([token = reply_token_] {
+      absl::MutexLock t(&token->mu);
+      if (token->state != nullptr) token->state->DeliverOnReplyThread();
+    });
+  }
   // The last touch of `this`: Shutdown may destroy the state right after
   // mu_ is released (absl::Mutex allows it).
   absl::MutexLock l(&mu_);
@@ -382,8 +399,8 @@ bool WriterState::HasWorkLocked() const {
   // and this thread looks again once it is done.
   if (delivering_) return false;
   // Stopping: whatever is left is delivered here, even if a reply thread
-  // was about to (it then finds nothing), so that Shutdown never waits for
-  // a reply thread to get round to it.
+  // was about to (it will find no state: Shutdown), so that Shutdown never
+  // waits for a reply thread to get round to it.
   if (stop_) return true;
   // A reply thread is about to deliver.
   if (inline_scheduled_) return false;
@@ -530,8 +547,6 @@ void WriterState::DeliverOnReplyThread() {
         // Left idle by these callbacks: the writer's thread, asleep until
         // later (or for good), must write the LAC explicitly when it is due.
         if (ExplicitLacDueLocked() < writer_wakes_at_) lac_due_moved_ = true;
-        // The last touch of `this` (see OnAddDone).
-        --callbacks_pending_;
         return;
       }
       delivering_ = true;

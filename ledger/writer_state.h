@@ -163,9 +163,9 @@ class WriterState {
   // Runs `deliveries` (taken with delivering_ set, by this thread as
   // deliverer_); appends they make are sent together afterwards.
   void Deliver(std::vector<Delivery> deliveries) ABSL_LOCKS_EXCLUDED(mu_);
-  // Scheduled by OnAddDone on an add channel's thread (inline_scheduled_,
-  // holding a count in callbacks_pending_): delivers what is ready unless
-  // another thread already does, until nothing is left.
+  // Scheduled by OnAddDone on an add channel's thread (inline_scheduled_),
+  // run with reply_token_->mu held: delivers what is ready unless another
+  // thread already does, until nothing is left.
   void DeliverOnReplyThread() ABSL_LOCKS_EXCLUDED(mu_);
   bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Completions ready to run: failures queued, or an acked head (not
@@ -223,6 +223,14 @@ class WriterState {
   const int ensemble_size_;
   const int write_quorum_;
   const int ack_quorum_;
+  // What a delivery queued on a reply thread holds instead of the state,
+  // which Shutdown may destroy before it runs: Shutdown clears `state`
+  // (waiting for a delivery that is running, not for one still queued).
+  struct ReplyToken {
+    absl::Mutex mu;
+    WriterState* state ABSL_GUARDED_BY(mu) = nullptr;
+  };
+  const std::shared_ptr<ReplyToken> reply_token_;
 
   mutable absl::Mutex mu_;
   meta::v1::LedgerMetadata metadata_ ABSL_GUARDED_BY(mu_);
