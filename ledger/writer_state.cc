@@ -325,7 +325,13 @@ void WriterState::HandleAddReplyLocked(const AddCall& call_ref, const grpc::Stat
       }
     }
   }
-  PumpLocked(call->slot, out);
+  // While a batch of callbacks runs (on another thread), the appends it
+  // made so far for this bookie wait in its queue: sending them now would
+  // split the batch into two requests for it, and the split would persist.
+  // (A queue the batch has not appended to is pumped as usual.)
+  if (!delivering_ || (held_slots_ & (uint64_t{1} << call->slot)) == 0) {
+    PumpLocked(call->slot, out);
+  }
 }
 
 void WriterState::AckLocked(PendingAdd& add, int slot) {
