@@ -18,14 +18,18 @@
 // --callbacks-on-writer-thread turns ClientOptions.callbacks_on_reply_thread
 // off (every callback is handed to the writer's thread), for comparison.
 // The ent/sync column is the number of entries per bookie journal sync
-// (group commit), from the bookies' GetInfo counters.
+// (group commit), from the bookies' GetInfo counters. Everything is
+// written in a fresh directory made inside DIR (default /tmp) and removed
+// at the end.
 //
 // Configurations: E=Qw=Qa=1 on one bookie, E=Qw=3,Qa=2 on three bookies;
 // 100-byte and 64 KiB entries; 1 and 64 appends in flight.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -277,7 +281,10 @@ absl::StatusOr<Row> MeasureRow(const Config& cfg, size_t size, int in_flight,
 }
 
 int Main(int argc, char** argv) {
-  std::string dir = "/tmp/ledgerkv-bench";
+  // Where the disk is probed and the bookies keep their data: a fresh
+  // directory made inside this one (so two runs never share one, and
+  // nothing that was there before is touched).
+  std::string parent = "/tmp";
   absl::Duration seconds = absl::Seconds(3);
   std::string filter;
   int repeat = 3;
@@ -286,7 +293,7 @@ int Main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--dir" && i + 1 < argc) {
-      dir = argv[++i];
+      parent = argv[++i];
     } else if (a == "--seconds" && i + 1 < argc) {
       seconds = absl::Seconds(std::atof(argv[++i]));
     } else if (a == "--no-add-port") {
@@ -317,8 +324,14 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "--repeat must be at least 1\n");
     return 2;
   }
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  std::error_code made;
+  std::filesystem::create_directories(parent, made);
+  std::string dir = parent + "/ledgerkv-bench.XXXXXX";
+  if (::mkdtemp(dir.data()) == nullptr) {
+    std::fprintf(stderr, "cannot make a directory in %s: %s\n", parent.c_str(),
+                 std::strerror(errno));
+    return 1;
+  }
   // Probe files and run directories are removed only here, at the end.
   struct RemoveAtExit {
     std::string dir;
