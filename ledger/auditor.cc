@@ -90,6 +90,7 @@ absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
         "controller's than the cluster's); `ledgerkv ledger rereplicate` copies by hand");
     return result;
   }
+  absl::flat_hash_map<std::string, std::string> failures;  // this pass's
   for (const std::string* bookie : lost) {
     for (const auto& [id, closed] : naming[*bookie]) {
       if (!closed) continue;  // counted above
@@ -110,12 +111,20 @@ absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
         ++result.ledgers_not_closed;  // reopened for recovery meanwhile
       } else {
         ++result.ledgers_failed;
-        result.lines.push_back(absl::StrCat("ledger ", id, ": replacing lost bookie ", *bookie,
-                                            " failed (retried at the next pass): ",
-                                            replaced.status().ToString()));
+        const std::string key = absl::StrCat(id, " ", *bookie);
+        std::string why = replaced.status().ToString();
+        auto known = failures_reported_.find(key);
+        if (known == failures_reported_.end() || known->second != why) {
+          result.lines.push_back(absl::StrCat("ledger ", id, ": replacing lost bookie ", *bookie,
+                                              " failed (retried at every pass, logged again if "
+                                              "the reason changes): ",
+                                              why));
+        }
+        failures.emplace(key, std::move(why));
       }
     }
   }
+  failures_reported_.swap(failures);
   return result;
 }
 

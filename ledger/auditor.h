@@ -67,7 +67,9 @@ struct AuditResult {
   // Set when the pass copied nothing because too many bookies are lost
   // (AuditorOptions::max_lost_fraction): why, for the log.
   std::string held_off;
-  // One line per replaced or failed ledger, for the log.
+  // One line per replaced ledger, and per failed one whose failure is new
+  // or has a new reason (an unreplaceable ledger is not logged again at
+  // every pass; ledgers_failed still counts it), for the log.
   std::vector<std::string> lines;
 };
 
@@ -93,6 +95,9 @@ class Auditor {
  private:
   AuditorOptions options_;
   absl::flat_hash_map<std::string, absl::Time> missing_since_;
+  // The failures the last complete pass reported, "<ledger> <bookie>" ->
+  // the error: a failure found again with the same error is not a new line.
+  absl::flat_hash_map<std::string, std::string> failures_reported_;
 };
 
 }  // namespace ledgerkv::ledger

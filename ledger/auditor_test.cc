@@ -104,6 +104,41 @@ TEST(AuditorTest, ALostBookiesClosedLedgersAreReplicatedOnceItsGraceHasPassed) {
   EXPECT_EQ(again.ledgers_replaced, 0);
 }
 
+// A lost bookie's ledger that cannot be moved (no bookie is left to take
+// its copies) is counted as failed at every pass, and logged once rather
+// than at every pass: an operator reads one line per stuck ledger, not one
+// per ledger every few minutes.
+TEST(AuditorTest, AnUnreplaceableLedgerIsCountedAtEveryPassButLoggedOnce) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+  for (const auto& r : AppendRange(*writer, 0, 19, 4)) LKV_ASSERT_OK(r);
+  LKV_ASSERT_OK(writer->Close());
+  const std::string lost = cluster->bookie_id(0);
+  cluster->StopBookie(0);
+
+  Auditor auditor({.client = client.get(), .store = cluster->store(), .grace = kGrace});
+  const absl::Time t0 = absl::Now();
+  LKV_ASSIGN_OR_FAIL(auto first, auditor.Pass(t0, kAlways));
+  EXPECT_EQ(first.missing, std::vector<std::string>{lost});
+  LKV_ASSIGN_OR_FAIL(auto due, auditor.Pass(t0 + kGrace, kAlways));
+  EXPECT_EQ(due.ledgers_failed, 1);
+  ASSERT_EQ(due.lines.size(), 1u) << absl::StrJoin(due.lines, "\n");
+  EXPECT_NE(due.lines[0].find("failed"), std::string::npos) << due.lines[0];
+  for (int pass = 1; pass <= 2; ++pass) {
+    LKV_ASSIGN_OR_FAIL(auto again, auditor.Pass(t0 + kGrace + pass * absl::Minutes(1), kAlways));
+    EXPECT_EQ(again.ledgers_failed, 1) << "a stuck ledger must still be counted";
+    EXPECT_TRUE(again.lines.empty()) << "logged again: " << absl::StrJoin(again.lines, "\n");
+  }
+  LKV_ASSIGN_OR_FAIL(const auto md, client->GetLedgerMetadata(writer->id()));
+  EXPECT_TRUE(NamesBookie(md, lost));
+  // A new auditor (this server became the controller again) reports it afresh.
+  Auditor next({.client = client.get(), .store = cluster->store(), .grace = kGrace});
+  LKV_ASSIGN_OR_FAIL(auto next_first, next.Pass(t0, kAlways));
+  LKV_ASSIGN_OR_FAIL(auto next_due, next.Pass(t0 + kGrace, kAlways));
+  EXPECT_EQ(next_due.lines.size(), 1u) << absl::StrJoin(next_due.lines, "\n");
+}
+
 // A bookie that registers again within its grace period (a restart, a lost
 // session) is forgotten: the next time it goes, its clock starts afresh.
 // Nothing is copied while it is away for less than the grace.
