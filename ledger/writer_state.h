@@ -5,15 +5,17 @@
 //  - callers of Append/AppendAsync/Close/lac/metadata;
 //  - reply threads (OnAddDone: gRPC callback threads, add channel threads,
 //    the in-process bookie's journal thread): they update state under mu_
-//    and send more queued entries; they never block and never touch the
-//    metadata store. An add channel's thread also delivers completions
-//    its replies made ready (DeliverOnReplyThread), unless
+//    and send more queued entries; they never touch the metadata store and
+//    block only in user callbacks. An add channel's thread also delivers
+//    completions its replies made ready (DeliverOnReplyThread), unless
 //    ClientOptions::callbacks_on_reply_thread is off; other reply threads
 //    never run user callbacks;
 //  - the writer's own thread (Run): delivers the other completions (and
-//    all of them with that option off) and performs ensemble changes
-//    (placement + metadata CAS).
-// One thread at a time delivers (delivering_), in entry-id order.
+//    all of them with that option off), sends explicit LAC writes and
+//    performs ensemble changes (placement + metadata CAS).
+// One thread at a time delivers (delivering_), in entry-id order. A
+// delivery queued on an add channel's thread reaches the state through
+// reply_token_, which Shutdown clears, so it never outlives the state.
 // Lifetime: RPC callbacks hold a plain pointer to the state, never a
 // reference. Shutdown (run by ~LedgerWriter) cancels the Add RPCs still in
 // flight and waits until every callback has returned, so the state, its
