@@ -324,8 +324,8 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "--repeat must be at least 1\n");
     return 2;
   }
-  std::error_code made;
-  std::filesystem::create_directories(parent, made);
+  std::error_code ignored;  // mkdtemp below reports a parent it cannot use
+  std::filesystem::create_directories(parent, ignored);
   std::string dir = parent + "/ledgerkv-bench.XXXXXX";
   if (::mkdtemp(dir.data()) == nullptr) {
     std::fprintf(stderr, "cannot make a directory in %s: %s\n", parent.c_str(),
