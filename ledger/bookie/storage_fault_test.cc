@@ -463,7 +463,8 @@ TEST_F(StorageFaultTest, FullFileSystemUnderThePreallocatedJournalLosesNoAcknowl
   ASSERT_GT(FileSize(JournalPath(dir_, 1)), s->GetStats().journal_bytes)
       << "the journal is not preallocated: this test would not exercise it";
 
-  // Leave about 6 MiB free: room for one more 4 MiB zero fill at most.
+  // Leave about 6 MiB free: less than the 8 MiB the filler keeps ahead, so
+  // its zero fills (1 MiB steps) run out of space before the adds do.
   fs.WaitForQuiet();  // the journal filler is done
   if (absl::Status f = fs.FillLeaving(6 << 20); !f.ok()) FAIL() << f;
 
