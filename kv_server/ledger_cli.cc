@@ -450,6 +450,18 @@ int Rereplicate(metadata::MetadataStore* store, const std::string& cluster,
                       absl::StrJoin(result->replacements, ", "), " in ",
                       Plural(result->segments_changed, "segment"), ", ", result->entries_copied,
                       result->entries_copied == 1 ? " entry" : " entries", " copied\n");
+      // Corrupt copies met on other bookies: repaired, or named on stderr
+      // too. Neither changes the exit status, which says whether the
+      // bookie still holds copies nobody else has.
+      for (const std::string& line : result->corrupt.lines) {
+        absl::StrAppend(o.out, "  ", line, "\n");
+      }
+      if (result->corrupt.unrepaired > 0) {
+        absl::StrAppend(o.err, "ledgerkv ledger: ledger ", ledger_id, ": ",
+                        result->corrupt.unrepaired,
+                        result->corrupt.unrepaired == 1 ? " corrupt copy" : " corrupt copies",
+                        " on other bookies could not be repaired (see above)\n");
+      }
     }
     if (flush) flush();
   }

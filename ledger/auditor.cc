@@ -105,6 +105,9 @@ absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
             "ledger ", id, ": lost bookie ", *bookie, " replaced by ",
             absl::StrJoin(replaced->replacements, ", "), ", ", replaced->entries_copied,
             " entries copied"));
+        result.corrupt_copies_repaired += replaced->corrupt.repaired;
+        result.corrupt_copies_unrepaired += replaced->corrupt.unrepaired;
+        for (const std::string& line : replaced->corrupt.lines) result.lines.push_back(line);
       } else if (absl::IsNotFound(replaced.status())) {
         // Deleted meanwhile, or replaced by someone else: nothing left.
       } else if (absl::IsFailedPrecondition(replaced.status())) {

@@ -56,6 +56,10 @@ struct AuditResult {
   // instead, and how many entry copies that took.
   int ledgers_replaced = 0;
   int64_t entries_copied = 0;
+  // Corrupt copies on other bookies met while copying those ledgers, re-added
+  // from an intact copy or not (ReplicationResult::corrupt; a line each).
+  int64_t corrupt_copies_repaired = 0;
+  int64_t corrupt_copies_unrepaired = 0;
   // Ledgers naming a lost bookie that this pass left: OPEN or IN_RECOVERY
   // ones (a writer's ensemble change covers only the entries it adds from
   // then on; those already added stay a copy short until the ledger is
@@ -67,7 +71,8 @@ struct AuditResult {
   // Set when the pass copied nothing because too many bookies are lost
   // (AuditorOptions::max_lost_fraction): why, for the log.
   std::string held_off;
-  // One line per replaced ledger, and per failed one whose failure is new
+  // One line per replaced ledger (and per bookie it found corrupt copies
+  // on), and per failed one whose failure is new
   // or has a new reason (an unreplaceable ledger is not logged again at
   // every pass; ledgers_failed still counts it), for the log.
   std::vector<std::string> lines;

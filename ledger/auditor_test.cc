@@ -104,6 +104,35 @@ TEST(AuditorTest, ALostBookiesClosedLedgersAreReplicatedOnceItsGraceHasPassed) {
   EXPECT_EQ(again.ledgers_replaced, 0);
 }
 
+// A corrupt copy the auditor's move meets on a bookie that stays in the
+// ensemble is repaired there, counted and logged.
+TEST(AuditorTest, ACorruptCopyMetWhileMovingALedgerIsRepairedCountedAndLogged) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(const uint64_t id, ClosedLedgerOnFirstThree(*cluster, *client));
+  LKV_ASSIGN_OR_FAIL(const auto md, client->GetLedgerMetadata(id));
+  // Index 1's copy of entry 7 corrupt, index 0 lost: the copy reads from
+  // index 1 first (LedgerRereplicationTest has the reasoning).
+  const int holder = cluster->IndexOf(md.segments(0).bookies(1));
+  cluster->StopBookie(holder);
+  ASSERT_EQ(testing::CorruptJournal(cluster->data_dir(holder), "payload-7-"), 1);
+  LKV_ASSERT_OK(cluster->RestartBookie(holder));
+  cluster->StopBookie(cluster->IndexOf(md.segments(0).bookies(0)));
+
+  Auditor auditor({.client = client.get(), .store = cluster->store(), .grace = kGrace});
+  const absl::Time t0 = absl::Now();
+  LKV_ASSERT_OK(auditor.Pass(t0, kAlways).status());
+  LKV_ASSIGN_OR_FAIL(auto due, auditor.Pass(t0 + kGrace, kAlways));
+  EXPECT_EQ(due.ledgers_replaced, 1) << absl::StrJoin(due.lines, "\n");
+  EXPECT_EQ(due.corrupt_copies_repaired, 1) << absl::StrJoin(due.lines, "\n");
+  EXPECT_EQ(due.corrupt_copies_unrepaired, 0);
+  const std::string logged = absl::StrJoin(due.lines, "\n");
+  EXPECT_NE(logged.find(absl::StrCat("bookie ", md.segments(0).bookies(1),
+                                     " held a corrupt copy of entry 7: repaired")),
+            std::string::npos)
+      << logged;
+}
+
 // A lost bookie's ledger that cannot be moved (no bookie is left to take
 // its copies) is counted as failed at every pass, and logged once rather
 // than at every pass: an operator reads one line per stuck ledger, not one

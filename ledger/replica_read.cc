@@ -34,6 +34,7 @@ struct EntryReads {
   uint64_t tried = 0;  // ensemble indices that answered without a good copy
   int no_such = 0;
   int corrupt = 0;
+  uint64_t corrupt_at = 0;  // ensemble indices that answered a corrupt copy
   int errors = 0;
   // Ensemble indices whose read of this entry was cancelled because it was
   // slower than speculative_read_timeout. Not a try: the entry's outcome
@@ -159,9 +160,10 @@ std::vector<bool> AwaitRoundSpeculating(ClientCore& core, ReadGather& gather,
 // Reads first..last (those `wanted` returns true for, if set), all within
 // `segment`, into out[e - out_base].
 absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& metadata,
-                              const meta::v1::Segment& segment, int64_t first, int64_t last,
-                              int64_t out_base, std::vector<Entry>& out,
-                              const std::function<bool(int64_t)>& wanted) {
+                              int segment_index, int64_t first, int64_t last, int64_t out_base,
+                              std::vector<Entry>& out, const std::function<bool(int64_t)>& wanted,
+                              std::vector<CorruptCopy>* corrupt_found) {
+  const meta::v1::Segment& segment = metadata.segments(segment_index);
   const int E = metadata.ensemble_size();
   const int Qw = metadata.write_quorum();
   const uint64_t ledger_id = metadata.id();
@@ -265,6 +267,7 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
           }
           o->second.tried |= bit;
           (corrupt ? o->second.corrupt : o->second.errors)++;
+          if (corrupt) o->second.corrupt_at |= bit;
           o->second.last_problem = problem;
         }
       };
@@ -319,11 +322,19 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
           absl::Status verified = VerifyEntry(result.entry(), ledger_id, e, call->bookie_id);
           if (verified.ok()) {
             out[e - out_base] = result.entry();
+            if (corrupt_found != nullptr) {
+              for (int k = 0; k < E; ++k) {
+                if (reads.corrupt_at & (uint64_t{1} << k)) {
+                  corrupt_found->push_back(CorruptCopy{e, segment_index, k});
+                }
+              }
+            }
             outstanding.erase(o);
             continue;
           }
           if (!ours) continue;
           reads.corrupt++;
+          reads.corrupt_at |= bit;
           reads.last_problem = verified.ToString();
         } else if (!ours) {
           continue;
@@ -332,6 +343,7 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
           reads.last_problem = absl::StrCat("bookie ", call->bookie_id, ": ", CodeName(result.code()));
         } else if (result.code() == Code::CORRUPT) {
           reads.corrupt++;
+          reads.corrupt_at |= bit;
           reads.last_problem = absl::StrCat("bookie ", call->bookie_id, ": CORRUPT");
         } else {
           reads.errors++;
@@ -359,7 +371,8 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
 absl::StatusOr<std::vector<Entry>> ReadReplicas(ClientCore& core,
                                                 const meta::v1::LedgerMetadata& metadata,
                                                 int64_t first, int64_t last,
-                                                const std::function<bool(int64_t)>& wanted) {
+                                                const std::function<bool(int64_t)>& wanted,
+                                                std::vector<CorruptCopy>* corrupt) {
   std::vector<Entry> out(static_cast<size_t>(last - first + 1));
   for (int s = 0; s < metadata.segments_size(); ++s) {
     const meta::v1::Segment& segment = metadata.segments(s);
@@ -370,7 +383,7 @@ absl::StatusOr<std::vector<Entry>> ReadReplicas(ClientCore& core,
     const int64_t lo = std::max(first, seg_first);
     const int64_t hi = std::min(last, seg_last);
     if (lo > hi) continue;
-    absl::Status status = ReadSegmentRange(core, metadata, segment, lo, hi, first, out, wanted);
+    absl::Status status = ReadSegmentRange(core, metadata, s, lo, hi, first, out, wanted, corrupt);
     if (!status.ok()) return status;
   }
   return out;

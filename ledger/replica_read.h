@@ -17,6 +17,13 @@
 
 namespace ledgerkv::ledger {
 
+// A copy of an entry that a replica answered corrupt (ReadReplicas).
+struct CorruptCopy {
+  int64_t entry_id = 0;
+  int segment = 0;  // index into metadata.segments()
+  int index = 0;    // ensemble index in that segment
+};
+
 // Returns the verified entries first..last (in order) of the ledger
 // described by `metadata`, reading each range from as few bookies as cover
 // it (one when E == Qw) and falling back to the other replicas of an entry's
@@ -28,10 +35,15 @@ namespace ledgerkv::ledger {
 // could not be read (it may hold the copy the others lack: retry later).
 // With `wanted`, only the entries of the range it returns true for are read
 // and must be intact; the others are left empty (default) in the result.
+// With `corrupt`, every copy a replica answered corrupt (CORRUPT, or failing
+// the checksum here) for an entry that another replica then served intact
+// is appended to it. Only the copies met on the way: an entry is read from
+// as few replicas as give an intact copy, so this is no scrub.
 // REQUIRES: 0 <= first <= last.
 absl::StatusOr<std::vector<bookie::v1::Entry>> ReadReplicas(
     ClientCore& core, const meta::v1::LedgerMetadata& metadata, int64_t first, int64_t last,
-    const std::function<bool(int64_t)>& wanted = nullptr);
+    const std::function<bool(int64_t)>& wanted = nullptr,
+    std::vector<CorruptCopy>* corrupt = nullptr);
 
 // Returns the verified entry `entry_id`, which must exist (it is confirmed),
 // asking every replica of its write set at once and taking the first intact

@@ -1,6 +1,7 @@
 #include "ledger/rereplicate.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -8,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/fault_point.h"
 #include "base/status_macros.h"
 #include "ledger/client_core.h"
@@ -29,9 +31,11 @@ constexpr int kAttempts = 5;
 constexpr int kReplacementTries = 3;
 
 // Adds `entries` (raw, as read) to `bookie` with the recovery flag, in
-// requests bounded like a writer's; every one must be stored.
+// requests bounded like a writer's; every one must be stored. `role` names
+// the bookie in errors.
 absl::Status CopyTo(ClientCore& core, const BookieInfo& bookie,
-                    const std::vector<bookie::v1::Entry>& entries) {
+                    const std::vector<bookie::v1::Entry>& entries,
+                    const char* role = "replacement bookie") {
   size_t i = 0;
   while (i < entries.size()) {
     auto gather = AddGather::Make();
@@ -52,7 +56,7 @@ absl::Status CopyTo(ClientCore& core, const BookieInfo& bookie,
     auto conn = core.pool.ForBookie(bookie.bookie_id);
     if (!conn.ok()) {
       return absl::UnavailableError(
-          absl::StrCat("replacement bookie ", bookie.bookie_id, ": ", conn.status().message()));
+          absl::StrCat(role, " ", bookie.bookie_id, ": ", conn.status().message()));
     }
     gather->Start(call, *std::move(conn), core.options.rpc_timeout,
                   [](auto* stub, auto* ctx, auto* req, auto* resp, auto cb) {
@@ -64,12 +68,12 @@ absl::Status CopyTo(ClientCore& core, const BookieInfo& bookie,
     // so that the next try (or the next ledger) does not reuse its channel.
     NoteCallOutcome(core, *call);
     if (!call->status.ok()) {
-      return absl::UnavailableError(absl::StrCat("replacement bookie ", bookie.bookie_id, ": ",
+      return absl::UnavailableError(absl::StrCat(role, " ", bookie.bookie_id, ": ",
                                                  call->status.error_message()));
     }
     const auto& results = call->response.results();
     if (results.size() != call->request.entries_size()) {
-      return absl::UnavailableError(absl::StrCat("replacement bookie ", bookie.bookie_id,
+      return absl::UnavailableError(absl::StrCat(role, " ", bookie.bookie_id,
                                                  " answered ", results.size(), " results for ",
                                                  call->request.entries_size(), " entries"));
     }
@@ -77,7 +81,7 @@ absl::Status CopyTo(ClientCore& core, const BookieInfo& bookie,
       if (results[k].code() != bookie::v1::OK ||
           results[k].entry_id() != call->request.entries(k).entry_id()) {
         return absl::UnavailableError(absl::StrCat(
-            "replacement bookie ", bookie.bookie_id, ": entry ",
+            role, " ", bookie.bookie_id, ": entry ",
             call->request.entries(k).entry_id(), ": ", bookie::v1::Code_Name(results[k].code())));
       }
     }
@@ -85,12 +89,52 @@ absl::Status CopyTo(ClientCore& core, const BookieInfo& bookie,
   return absl::OkStatus();
 }
 
+// Re-adds the intact copies of `found` (corrupt copies met while reading
+// entries lo.. of segment `s`; `read` holds them, read[e - lo]) to the
+// bookies that answered them corrupt, with the recovery flag: the bookie
+// keeps the latest write of an entry, so it serves the intact bytes from
+// then on. The copy on the bookie being replaced (`replaced`) is left: it
+// is no longer named once the run ends. One line per bookie to *repairs.
+void RepairCorruptCopies(ClientCore& core, const meta::v1::LedgerMetadata& md, int s, int replaced,
+                         int64_t lo, const std::vector<bookie::v1::Entry>& read,
+                         const std::vector<CorruptCopy>& found, CorruptRepairs* repairs) {
+  const meta::v1::Segment& segment = md.segments(s);
+  std::map<int, std::vector<int64_t>> by_index;
+  for (const CorruptCopy& c : found) by_index[c.index].push_back(c.entry_id);
+  for (auto& [index, ids] : by_index) {
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    const std::string& bookie_id = segment.bookies(index);
+    const std::string what =
+        absl::StrCat("ledger ", md.id(), ": bookie ", bookie_id, " held a corrupt copy of ",
+                     ids.size() == 1 ? "entry " : "entries ", absl::StrJoin(ids, ", "));
+    if (index == replaced) {
+      repairs->lines.push_back(absl::StrCat(what, ": left, the bookie is being replaced"));
+      continue;
+    }
+    std::vector<bookie::v1::Entry> intact;
+    for (int64_t e : ids) intact.push_back(read[static_cast<size_t>(e - lo)]);
+    absl::Status repaired =
+        CopyTo(core, BookieInfo{bookie_id, "", InstanceOf(segment, index)}, intact, "bookie");
+    if (repaired.ok()) {
+      repairs->repaired += static_cast<int64_t>(ids.size());
+      repairs->lines.push_back(absl::StrCat(what, ": repaired from an intact copy"));
+    } else {
+      repairs->unrepaired += static_cast<int64_t>(ids.size());
+      repairs->lines.push_back(absl::StrCat(what, ": NOT repaired: ", repaired.message()));
+    }
+  }
+}
+
 // Copies the entries of segment `s` whose write set holds ensemble index
-// `index` to `bookie`. Returns how many. *to_failed: the error came from
-// `bookie` (another replacement may do), not from reading.
+// `index` to `bookie`, and repairs the corrupt copies met on the way
+// (RepairCorruptCopies). Returns how many entries it copied. *to_failed:
+// the error came from `bookie` (another replacement may do), not from
+// reading.
 absl::StatusOr<int64_t> CopySlot(ClientCore& core, const meta::v1::LedgerMetadata& md, int s,
                                  int index, const BookieInfo& bookie,
-                                 const std::function<bool()>& keep_going, bool* to_failed) {
+                                 const std::function<bool()>& keep_going, bool* to_failed,
+                                 CorruptRepairs* repairs) {
   *to_failed = false;
   const int E = md.ensemble_size(), Qw = md.write_quorum();
   const int64_t first = md.segments(s).first_entry_id();
@@ -114,13 +158,16 @@ absl::StatusOr<int64_t> CopySlot(ClientCore& core, const meta::v1::LedgerMetadat
     // Qw out of every E): an entry the lost bookie never held is not its
     // copy to move, and one unreadable there must not stop the others.
     const auto ours = [index, E, Qw](int64_t e) { return InWriteSet(e, index, E, Qw); };
-    absl::StatusOr<std::vector<bookie::v1::Entry>> read = ReadReplicas(core, md, lo, hi, ours);
+    std::vector<CorruptCopy> corrupt;
+    absl::StatusOr<std::vector<bookie::v1::Entry>> read =
+        ReadReplicas(core, md, lo, hi, ours, &corrupt);
     if (!read.ok()) {
       return absl::Status(read.status().code(),
                           absl::StrCat("reading entries ", lo, "..", hi, " of ", Describe(md),
                                        " held at ensemble index ", index, ": ",
                                        read.status().message()));
     }
+    if (!corrupt.empty()) RepairCorruptCopies(core, md, s, index, lo, *read, corrupt, repairs);
     std::vector<bookie::v1::Entry> mine;
     for (int64_t e = lo; e <= hi; ++e) {
       if (ours(e)) mine.push_back(std::move((*read)[static_cast<size_t>(e - lo)]));
@@ -157,6 +204,8 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64
   // attempt writes to it again (the same bytes), rather than leaving
   // unnamed copies on one more bookie.
   absl::flat_hash_map<int, BookieInfo> earlier;
+  // Repairs of every attempt: a copy repaired is not met corrupt again.
+  CorruptRepairs repairs;
   for (int attempt = 0;; ++attempt) {
     ASSIGN_OR_RETURN(VersionedLedger loaded, LoadLedger(core, id));
     const meta::v1::LedgerMetadata& md = loaded.metadata;
@@ -196,7 +245,7 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64
         }
         core.pool.Learn(chosen->bookie_id, chosen->address);
         bool to_failed = false;
-        copied = CopySlot(core, md, s, index, *chosen, keep_going, &to_failed);
+        copied = CopySlot(core, md, s, index, *chosen, keep_going, &to_failed, &repairs);
         if (copied.ok() || !to_failed) break;
         absl::StrAppend(&failed_before, "; passed over: ", copied.status().message());
         exclude.insert(chosen->bookie_id);
@@ -224,11 +273,17 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64
     if (stored.ok() && LEDGERKV_FAULT("ledger.rereplicate.reply_lost")) {
       stored = absl::UnavailableError("fault point ledger.rereplicate.reply_lost");
     }
-    if (stored.ok()) return result;
+    if (stored.ok()) {
+      result.corrupt = std::move(repairs);
+      return result;
+    }
     // ABORTED: the metadata moved, ours (a reply lost) or another change.
     // UNAVAILABLE: the outcome is unknown. Either way, look.
     absl::StatusOr<VersionedLedger> reread = LoadLedger(core, id);
-    if (reread.ok() && SameLedger(reread->metadata, next)) return result;
+    if (reread.ok() && SameLedger(reread->metadata, next)) {
+      result.corrupt = std::move(repairs);
+      return result;
+    }
     if (absl::IsNotFound(reread.status())) return reread.status();  // deleted meanwhile
     if (!reread.ok()) {
       return absl::UnavailableError(absl::StrCat(

@@ -16,6 +16,18 @@ namespace ledgerkv::ledger {
 
 struct ClientCore;
 
+// Corrupt copies met while copying (a replica answered CORRUPT, or a copy
+// failed its checksum, for an entry another replica served intact).
+struct CorruptRepairs {
+  // Copies re-added to their bookie from an intact copy, and copies whose
+  // re-add failed (the bookie down or refusing it).
+  int64_t repaired = 0;
+  int64_t unrepaired = 0;
+  // One line per bookie and segment, naming the entries and the outcome
+  // (a copy on the bookie being replaced is named and left).
+  std::vector<std::string> lines;
+};
+
 struct ReplicationResult {
   // Segments whose ensemble named the bookie, now naming a replacement.
   int segments_changed = 0;
@@ -23,6 +35,7 @@ struct ReplicationResult {
   int64_t entries_copied = 0;
   // The replacement of each changed segment, in segment order.
   std::vector<std::string> replacements;
+  CorruptRepairs corrupt;
 };
 
 // Replaces bookie `bookie_id` in every segment of CLOSED ledger `id`: for
@@ -43,6 +56,10 @@ struct ReplicationResult {
 // all corrupt is UNAVAILABLE too while `bookie_id` cannot be read (its copy
 // may be the only intact one; the message counts the corrupt copies), and
 // DATA_LOSS when it can be read and has none either.
+// A corrupt copy met on the way on another bookie of the segment is
+// re-added there from the intact copy (with the recovery flag; the bookie
+// keeps the latest write of an entry), whether or not the run then
+// succeeds; a successful run reports them in `corrupt`.
 // `keep_going` (optional) is asked before each window of entries is read:
 // false stops the run with CANCELLED, having named nothing (a caller that is
 // shutting down need not wait for a whole ledger's copy).

@@ -149,6 +149,84 @@ TEST(LedgerRereplicationTest, AnEntryTheLostBookieNeverHeldDoesNotStopItsCopiesM
   for (int64_t e = 0; e <= kLast; e += 3) ExpectReadable(*reader, e, e);
 }
 
+// A closed E=Qw=3 ledger of entries 0..kCorruptLast whose entry 5 is
+// corrupt on the bookie at index 1, and whose bookie at index 0 is then
+// stopped for good. Copying it reads every entry from index 1 first (index
+// 0 fails; the next bookie in the plan's rotation) and falls back to index
+// 2 for entry 5: the corrupt copy is met on the way.
+constexpr int64_t kCorruptLast = 11;
+absl::StatusOr<LostCopy> ClosedLedgerWithACorruptCopyOnIndex1(TestCluster& cluster,
+                                                              LedgerClient& client) {
+  LostCopy c;
+  c.id = WriteClosedLedger(client, Quorums(3, 3, 2), kCorruptLast);
+  if (c.id == 0) return absl::InternalError("the ledger was not written");
+  ASSIGN_OR_RETURN(c.before, client.GetLedgerMetadata(c.id));
+  const int holder = cluster.IndexOf(c.before.segments(0).bookies(1));
+  cluster.StopBookie(holder);
+  if (const int hits = CorruptJournal(cluster.data_dir(holder), "payload-5-"); hits != 1) {
+    return absl::InternalError(absl::StrCat("corrupted ", hits, " copies, not 1"));
+  }
+  RETURN_IF_ERROR(cluster.RestartBookie(holder));
+  c.lost = c.before.segments(0).bookies(0);
+  cluster.StopBookie(cluster.IndexOf(c.lost));
+  return c;
+}
+
+// L10 kept by the copy: a corrupt copy met while moving a ledger off a lost
+// bookie, on a bookie that stays in the ensemble, is re-added there from the
+// intact copy and reported. With every other replica down, the whole
+// ledger then reads back from that bookie alone.
+TEST(LedgerRereplicationTest, L10_ACorruptCopyMetWhileCopyingIsRepairedOnItsBookie) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(const LostCopy c, ClosedLedgerWithACorruptCopyOnIndex1(*cluster, *client));
+  const std::string holder = c.before.segments(0).bookies(1);
+
+  LKV_ASSIGN_OR_FAIL(auto result, client->ReplaceBookie(c.id, c.lost));
+  EXPECT_EQ(result.entries_copied, kCorruptLast + 1);
+  EXPECT_EQ(result.corrupt.repaired, 1);
+  EXPECT_EQ(result.corrupt.unrepaired, 0);
+  ASSERT_EQ(result.corrupt.lines.size(), 1u);
+  EXPECT_EQ(result.corrupt.lines[0],
+            absl::StrCat("ledger ", c.id, ": bookie ", holder,
+                         " held a corrupt copy of entry 5: repaired from an intact copy"));
+
+  ASSERT_EQ(result.replacements.size(), 1u);
+  cluster->StopBookie(cluster->IndexOf(result.replacements[0]));
+  cluster->StopBookie(cluster->IndexOf(c.before.segments(0).bookies(2)));
+  LKV_ASSIGN_OR_FAIL(auto fresh, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, fresh->OpenLedger(c.id, OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, kCorruptLast);
+}
+
+// A corrupt copy whose bookie refuses the re-add is reported as not
+// repaired; the move itself still completes (the copies it made are intact).
+TEST(LedgerRereplicationTest, ACorruptCopyThatCannotBeRepairedIsReportedAndTheMoveCompletes) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(const LostCopy c, ClosedLedgerWithACorruptCopyOnIndex1(*cluster, *client));
+  const std::string holder = c.before.segments(0).bookies(1);
+  FaultPoints::Get().Arm("bookie.add.drop_request",
+                         [holder](std::string_view bookie) { return bookie == holder; });
+
+  LKV_ASSIGN_OR_FAIL(auto result, client->ReplaceBookie(c.id, c.lost));
+  EXPECT_EQ(result.entries_copied, kCorruptLast + 1);
+  EXPECT_EQ(result.corrupt.repaired, 0);
+  EXPECT_EQ(result.corrupt.unrepaired, 1);
+  ASSERT_EQ(result.corrupt.lines.size(), 1u);
+  EXPECT_NE(result.corrupt.lines[0].find(absl::StrCat(
+                "bookie ", holder, " held a corrupt copy of entry 5: NOT repaired: bookie ",
+                holder)),
+            std::string::npos)
+      << result.corrupt.lines[0];
+  LKV_ASSIGN_OR_FAIL(const auto after, client->GetLedgerMetadata(c.id));
+  EXPECT_FALSE(Names(after.segments(0), c.lost));
+  // Entry 5 still reads back, from the replacement or index 2.
+  LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(c.id, OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, kCorruptLast);
+}
+
 TEST(LedgerRereplicationTest, ACasWhoseReplyWasLostIsFoundByReadingBack) {
   ScopedFaultPoints faults;
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
