@@ -376,7 +376,8 @@ TEST(LedgerCli, RereplicateMovesEveryClosedLedgerOffABookie) {
 TEST(LedgerCli, RereplicatePrintsTheCorruptCopiesItRepaired) {
   LKV_ASSIGN_OR_FAIL(auto cluster, ledger::testing::TestCluster::Start({.bookies = 4}));
   LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
-  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(ledger::testing::Quorums(3, 3, 2)));
+  // Qa = Qw: every copy stored before the ledger closes.
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(ledger::testing::Quorums(3, 3, 3)));
   for (int e = 0; e < 10; ++e) LKV_ASSERT_OK(writer->Append(ledger::testing::PayloadFor(e)));
   LKV_ASSERT_OK(writer->Close());
   const meta::v1::Segment segment = writer->metadata().segments(0);

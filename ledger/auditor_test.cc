@@ -35,12 +35,13 @@ bool NamesBookie(const meta::v1::LedgerMetadata& md, const std::string& bookie) 
 
 const auto kAlways = [] { return true; };
 
-// A CLOSED ledger of 20 entries (E3 Qw3 Qa2) on bookies 0, 1 and 2 of a
-// four-bookie cluster: bookie 3, a spare, is stopped meanwhile and back
-// up when it returns.
-absl::StatusOr<uint64_t> ClosedLedgerOnFirstThree(TestCluster& cluster, LedgerClient& client) {
+// A CLOSED ledger of 20 entries (E3 Qw3, Qa2 unless given) on bookies 0,
+// 1 and 2 of a four-bookie cluster: bookie 3, a spare, is stopped
+// meanwhile and back up when it returns.
+absl::StatusOr<uint64_t> ClosedLedgerOnFirstThree(TestCluster& cluster, LedgerClient& client,
+                                                  int ack_quorum = 2) {
   cluster.StopBookie(3);
-  ASSIGN_OR_RETURN(auto writer, client.CreateLedger(Quorums(3, 3, 2)));
+  ASSIGN_OR_RETURN(auto writer, client.CreateLedger(Quorums(3, 3, ack_quorum)));
   for (auto& r : AppendRange(*writer, 0, 19, 4)) RETURN_IF_ERROR(r.status());
   RETURN_IF_ERROR(writer->Close());
   RETURN_IF_ERROR(cluster.RestartBookie(3));
@@ -109,7 +110,8 @@ TEST(AuditorTest, ALostBookiesClosedLedgersAreReplicatedOnceItsGraceHasPassed) {
 TEST(AuditorTest, ACorruptCopyMetWhileMovingALedgerIsRepairedCountedAndLogged) {
   LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
   LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
-  LKV_ASSIGN_OR_FAIL(const uint64_t id, ClosedLedgerOnFirstThree(*cluster, *client));
+  // Qa = Qw: every copy stored before the ledger closes.
+  LKV_ASSIGN_OR_FAIL(const uint64_t id, ClosedLedgerOnFirstThree(*cluster, *client, 3));
   LKV_ASSIGN_OR_FAIL(const auto md, client->GetLedgerMetadata(id));
   // Index 1's copy of entry 7 corrupt, index 0 lost: the copy reads from
   // index 1 first (LedgerRereplicationTest has the reasoning).

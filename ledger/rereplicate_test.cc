@@ -149,16 +149,17 @@ TEST(LedgerRereplicationTest, AnEntryTheLostBookieNeverHeldDoesNotStopItsCopiesM
   for (int64_t e = 0; e <= kLast; e += 3) ExpectReadable(*reader, e, e);
 }
 
-// A closed E=Qw=3 ledger of entries 0..kCorruptLast whose entry 5 is
+// A closed E=Qw=Qa=3 ledger of entries 0..kCorruptLast whose entry 5 is
 // corrupt on the bookie at index 1, and whose bookie at index 0 is then
 // stopped for good. Copying it reads every entry from index 1 first (index
 // 0 fails; the next bookie in the plan's rotation) and falls back to index
-// 2 for entry 5: the corrupt copy is met on the way.
+// 2 for entry 5: the corrupt copy is met on the way. (Qa = Qw: with Qa <
+// Qw, index 2's copy of entry 5 may not be stored when the ledger closes.)
 constexpr int64_t kCorruptLast = 11;
 absl::StatusOr<LostCopy> ClosedLedgerWithACorruptCopyOnIndex1(TestCluster& cluster,
                                                               LedgerClient& client) {
   LostCopy c;
-  c.id = WriteClosedLedger(client, Quorums(3, 3, 2), kCorruptLast);
+  c.id = WriteClosedLedger(client, Quorums(3, 3, 3), kCorruptLast);
   if (c.id == 0) return absl::InternalError("the ledger was not written");
   ASSIGN_OR_RETURN(c.before, client.GetLedgerMetadata(c.id));
   const int holder = cluster.IndexOf(c.before.segments(0).bookies(1));
