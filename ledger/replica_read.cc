@@ -34,7 +34,7 @@ struct EntryReads {
   uint64_t tried = 0;  // ensemble indices that answered without a good copy
   int no_such = 0;
   int corrupt = 0;
-  uint64_t corrupt_at = 0;  // ensemble indices that answered a corrupt copy
+  uint64_t corrupt_at = 0;  // ensemble indices that answered this entry's copy corrupt
   int errors = 0;
   // Ensemble indices whose read of this entry was cancelled because it was
   // slower than speculative_read_timeout. Not a try: the entry's outcome
@@ -266,8 +266,9 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
             continue;
           }
           o->second.tried |= bit;
+          // Not in corrupt_at: a request-level answer does not say which
+          // copies are corrupt (bookies answer CORRUPT per entry).
           (corrupt ? o->second.corrupt : o->second.errors)++;
-          if (corrupt) o->second.corrupt_at |= bit;
           o->second.last_problem = problem;
         }
       };

@@ -35,10 +35,11 @@ struct CorruptCopy {
 // could not be read (it may hold the copy the others lack: retry later).
 // With `wanted`, only the entries of the range it returns true for are read
 // and must be intact; the others are left empty (default) in the result.
-// With `corrupt`, every copy a replica answered corrupt (CORRUPT, or failing
-// the checksum here) for an entry that another replica then served intact
-// is appended to it. Only the copies met on the way: an entry is read from
-// as few replicas as give an intact copy, so this is no scrub.
+// With `corrupt`, the copies a replica answered corrupt (CORRUPT for that
+// entry, or failing the checksum here) before another replica served the
+// entry intact are appended to it. Only the copies met on the way: an
+// entry is read from as few replicas as give an intact copy, so this is no
+// scrub.
 // REQUIRES: 0 <= first <= last.
 absl::StatusOr<std::vector<bookie::v1::Entry>> ReadReplicas(
     ClientCore& core, const meta::v1::LedgerMetadata& metadata, int64_t first, int64_t last,

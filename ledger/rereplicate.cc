@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <string>
 #include <utility>
 
@@ -89,40 +90,77 @@ absl::Status CopyTo(ClientCore& core, const BookieInfo& bookie,
   return absl::OkStatus();
 }
 
+// What became of each corrupt copy met during a run, by (segment, bookie,
+// entry). A copy is met again when its window is read again (a replacement
+// passed over, a CAS lost); the last outcome counts, so a copy is reported
+// once.
+struct RepairLog {
+  enum class Outcome { kRepaired, kUnrepaired, kLeft };
+  struct Entry {
+    Outcome outcome;
+    std::string why;  // kUnrepaired
+  };
+  std::map<std::tuple<int, std::string, int64_t>, Entry> copies;
+
+  // Counts and one line per segment, bookie and outcome.
+  CorruptRepairs Summary(uint64_t ledger_id) const {
+    CorruptRepairs out;
+    std::map<std::tuple<int, std::string, Outcome, std::string>, std::vector<int64_t>> groups;
+    for (const auto& [key, entry] : copies) {
+      const auto& [segment, bookie, entry_id] = key;
+      groups[{segment, bookie, entry.outcome, entry.why}].push_back(entry_id);
+      if (entry.outcome == Outcome::kRepaired) ++out.repaired;
+      if (entry.outcome == Outcome::kUnrepaired) ++out.unrepaired;
+    }
+    for (const auto& [group, ids] : groups) {
+      const auto& [segment, bookie, outcome, why] = group;
+      std::string line =
+          absl::StrCat("ledger ", ledger_id, ": bookie ", bookie, " held a corrupt copy of ",
+                       ids.size() == 1 ? "entry " : "entries ", absl::StrJoin(ids, ", "));
+      switch (outcome) {
+        case Outcome::kRepaired:
+          absl::StrAppend(&line, ": repaired from an intact copy");
+          break;
+        case Outcome::kUnrepaired:
+          absl::StrAppend(&line, ": NOT repaired: ", why);
+          break;
+        case Outcome::kLeft:
+          absl::StrAppend(&line, ": left, the bookie is being replaced");
+          break;
+      }
+      out.lines.push_back(std::move(line));
+    }
+    return out;
+  }
+};
+
 // Re-adds the intact copies of `found` (corrupt copies met while reading
-// entries lo.. of segment `s`; `read` holds them, read[e - lo]) to the
+// entries lo.. of one segment; `read` holds them, read[e - lo]) to the
 // bookies that answered them corrupt, with the recovery flag: the bookie
 // keeps the latest write of an entry, so it serves the intact bytes from
-// then on. The copy on the bookie being replaced (`replaced`) is left: it
-// is no longer named once the run ends. One line per bookie to *repairs.
-void RepairCorruptCopies(ClientCore& core, const meta::v1::LedgerMetadata& md, int s, int replaced,
+// then on. The copy on the bookie being replaced (ensemble index
+// `replaced`) is left: it is no longer named once the run ends.
+void RepairCorruptCopies(ClientCore& core, const meta::v1::LedgerMetadata& md, int replaced,
                          int64_t lo, const std::vector<bookie::v1::Entry>& read,
-                         const std::vector<CorruptCopy>& found, CorruptRepairs* repairs) {
-  const meta::v1::Segment& segment = md.segments(s);
-  std::map<int, std::vector<int64_t>> by_index;
-  for (const CorruptCopy& c : found) by_index[c.index].push_back(c.entry_id);
-  for (auto& [index, ids] : by_index) {
+                         const std::vector<CorruptCopy>& found, RepairLog* log) {
+  std::map<std::pair<int, int>, std::vector<int64_t>> by_bookie;  // (segment, index)
+  for (const CorruptCopy& c : found) by_bookie[{c.segment, c.index}].push_back(c.entry_id);
+  for (auto& [where, ids] : by_bookie) {
+    const auto [s, index] = where;
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-    const std::string& bookie_id = segment.bookies(index);
-    const std::string what =
-        absl::StrCat("ledger ", md.id(), ": bookie ", bookie_id, " held a corrupt copy of ",
-                     ids.size() == 1 ? "entry " : "entries ", absl::StrJoin(ids, ", "));
-    if (index == replaced) {
-      repairs->lines.push_back(absl::StrCat(what, ": left, the bookie is being replaced"));
-      continue;
+    const meta::v1::Segment& segment = md.segments(s);
+    RepairLog::Entry outcome{RepairLog::Outcome::kLeft, ""};
+    if (index != replaced) {
+      std::vector<bookie::v1::Entry> intact;
+      for (int64_t e : ids) intact.push_back(read[static_cast<size_t>(e - lo)]);
+      absl::Status repaired = CopyTo(
+          core, BookieInfo{segment.bookies(index), "", InstanceOf(segment, index)}, intact, "bookie");
+      outcome = repaired.ok() ? RepairLog::Entry{RepairLog::Outcome::kRepaired, ""}
+                              : RepairLog::Entry{RepairLog::Outcome::kUnrepaired,
+                                                 std::string(repaired.message())};
     }
-    std::vector<bookie::v1::Entry> intact;
-    for (int64_t e : ids) intact.push_back(read[static_cast<size_t>(e - lo)]);
-    absl::Status repaired =
-        CopyTo(core, BookieInfo{bookie_id, "", InstanceOf(segment, index)}, intact, "bookie");
-    if (repaired.ok()) {
-      repairs->repaired += static_cast<int64_t>(ids.size());
-      repairs->lines.push_back(absl::StrCat(what, ": repaired from an intact copy"));
-    } else {
-      repairs->unrepaired += static_cast<int64_t>(ids.size());
-      repairs->lines.push_back(absl::StrCat(what, ": NOT repaired: ", repaired.message()));
-    }
+    for (int64_t e : ids) log->copies[{s, segment.bookies(index), e}] = outcome;
   }
 }
 
@@ -134,7 +172,7 @@ void RepairCorruptCopies(ClientCore& core, const meta::v1::LedgerMetadata& md, i
 absl::StatusOr<int64_t> CopySlot(ClientCore& core, const meta::v1::LedgerMetadata& md, int s,
                                  int index, const BookieInfo& bookie,
                                  const std::function<bool()>& keep_going, bool* to_failed,
-                                 CorruptRepairs* repairs) {
+                                 RepairLog* repairs) {
   *to_failed = false;
   const int E = md.ensemble_size(), Qw = md.write_quorum();
   const int64_t first = md.segments(s).first_entry_id();
@@ -167,7 +205,7 @@ absl::StatusOr<int64_t> CopySlot(ClientCore& core, const meta::v1::LedgerMetadat
                                        " held at ensemble index ", index, ": ",
                                        read.status().message()));
     }
-    if (!corrupt.empty()) RepairCorruptCopies(core, md, s, index, lo, *read, corrupt, repairs);
+    if (!corrupt.empty()) RepairCorruptCopies(core, md, index, lo, *read, corrupt, repairs);
     std::vector<bookie::v1::Entry> mine;
     for (int64_t e = lo; e <= hi; ++e) {
       if (ours(e)) mine.push_back(std::move((*read)[static_cast<size_t>(e - lo)]));
@@ -195,17 +233,15 @@ std::optional<BookieInfo> StillUsable(ClientCore& core, const BookieInfo& earlie
   return BookieInfo{earlier.bookie_id, registration.address(), registration.instance_id()};
 }
 
-}  // namespace
-
-absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64_t id,
-                                                        const std::string& bookie_id,
-                                                        const std::function<bool()>& keep_going) {
+// ReplaceBookieInLedger, but the corrupt copies met are left in *repairs,
+// whatever the outcome.
+absl::StatusOr<ReplicationResult> ReplaceBookieInLedgerLogging(
+    ClientCore& core, uint64_t id, const std::string& bookie_id,
+    const std::function<bool()>& keep_going, RepairLog* repairs) {
   // The replacement each segment got in an attempt whose CAS lost: the next
   // attempt writes to it again (the same bytes), rather than leaving
   // unnamed copies on one more bookie.
   absl::flat_hash_map<int, BookieInfo> earlier;
-  // Repairs of every attempt: a copy repaired is not met corrupt again.
-  CorruptRepairs repairs;
   for (int attempt = 0;; ++attempt) {
     ASSIGN_OR_RETURN(VersionedLedger loaded, LoadLedger(core, id));
     const meta::v1::LedgerMetadata& md = loaded.metadata;
@@ -245,7 +281,7 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64
         }
         core.pool.Learn(chosen->bookie_id, chosen->address);
         bool to_failed = false;
-        copied = CopySlot(core, md, s, index, *chosen, keep_going, &to_failed, &repairs);
+        copied = CopySlot(core, md, s, index, *chosen, keep_going, &to_failed, repairs);
         if (copied.ok() || !to_failed) break;
         absl::StrAppend(&failed_before, "; passed over: ", copied.status().message());
         exclude.insert(chosen->bookie_id);
@@ -273,17 +309,11 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64
     if (stored.ok() && LEDGERKV_FAULT("ledger.rereplicate.reply_lost")) {
       stored = absl::UnavailableError("fault point ledger.rereplicate.reply_lost");
     }
-    if (stored.ok()) {
-      result.corrupt = std::move(repairs);
-      return result;
-    }
+    if (stored.ok()) return result;
     // ABORTED: the metadata moved, ours (a reply lost) or another change.
     // UNAVAILABLE: the outcome is unknown. Either way, look.
     absl::StatusOr<VersionedLedger> reread = LoadLedger(core, id);
-    if (reread.ok() && SameLedger(reread->metadata, next)) {
-      result.corrupt = std::move(repairs);
-      return result;
-    }
+    if (reread.ok() && SameLedger(reread->metadata, next)) return result;
     if (absl::IsNotFound(reread.status())) return reread.status();  // deleted meanwhile
     if (!reread.ok()) {
       return absl::UnavailableError(absl::StrCat(
@@ -303,6 +333,26 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64
                                                  id, ": its metadata kept changing"));
     }
   }
+}
+
+}  // namespace
+
+absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64_t id,
+                                                        const std::string& bookie_id,
+                                                        const std::function<bool()>& keep_going) {
+  RepairLog repairs;
+  absl::StatusOr<ReplicationResult> result =
+      ReplaceBookieInLedgerLogging(core, id, bookie_id, keep_going, &repairs);
+  if (repairs.copies.empty()) return result;
+  CorruptRepairs summary = repairs.Summary(id);
+  if (result.ok()) {
+    result->corrupt = std::move(summary);
+    return result;
+  }
+  // The move failed, but its repairs happened: say so with the error.
+  return absl::Status(result.status().code(),
+                      absl::StrCat(result.status().message(), " (before that: ",
+                                   absl::StrJoin(summary.lines, "; "), ")"));
 }
 
 }  // namespace ledgerkv::ledger

@@ -23,8 +23,10 @@ struct CorruptRepairs {
   // re-add failed (the bookie down or refusing it).
   int64_t repaired = 0;
   int64_t unrepaired = 0;
-  // One line per bookie and segment, naming the entries and the outcome
-  // (a copy on the bookie being replaced is named and left).
+  // One line per segment, bookie and outcome, naming the entries (a copy
+  // on the bookie being replaced is named and left). A copy met again (its
+  // window read again after a replacement was passed over or a CAS lost)
+  // counts once, with its last outcome.
   std::vector<std::string> lines;
 };
 
@@ -59,7 +61,8 @@ struct ReplicationResult {
 // A corrupt copy met on the way on another bookie of the segment is
 // re-added there from the intact copy (with the recovery flag; the bookie
 // keeps the latest write of an entry), whether or not the run then
-// succeeds; a successful run reports them in `corrupt`.
+// succeeds. A successful run reports them in `corrupt`; a failed one
+// appends the same lines to its error's message ("(before that: ...)").
 // `keep_going` (optional) is asked before each window of entries is read:
 // false stops the run with CANCELLED, having named nothing (a caller that is
 // shutting down need not wait for a whole ledger's copy).

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "base/fault_point.h"
 #include "gtest/gtest.h"
 #include "ledger/entry_format.h"
@@ -183,7 +185,9 @@ TEST(LedgerRereplicationTest, L10_ACorruptCopyMetWhileCopyingIsRepairedOnItsBook
   LKV_ASSIGN_OR_FAIL(const LostCopy c, ClosedLedgerWithACorruptCopyOnIndex1(*cluster, *client));
   const std::string holder = c.before.segments(0).bookies(1);
 
-  LKV_ASSIGN_OR_FAIL(auto result, client->ReplaceBookie(c.id, c.lost));
+  // A client that never talked to the restarted holder.
+  LKV_ASSIGN_OR_FAIL(auto mover, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto result, mover->ReplaceBookie(c.id, c.lost));
   EXPECT_EQ(result.entries_copied, kCorruptLast + 1);
   EXPECT_EQ(result.corrupt.repaired, 1);
   EXPECT_EQ(result.corrupt.unrepaired, 0);
@@ -201,17 +205,35 @@ TEST(LedgerRereplicationTest, L10_ACorruptCopyMetWhileCopyingIsRepairedOnItsBook
 }
 
 // A corrupt copy whose bookie refuses the re-add is reported as not
-// repaired; the move itself still completes (the copies it made are intact).
-TEST(LedgerRereplicationTest, ACorruptCopyThatCannotBeRepairedIsReportedAndTheMoveCompletes) {
+// repaired, once, although the first replacement also refuses its copies
+// and the entries are read again for the second; the move itself still
+// completes (the copies it made are intact).
+TEST(LedgerRereplicationTest, ACorruptCopyThatCannotBeRepairedIsReportedOnceAndTheMoveCompletes) {
   ScopedFaultPoints faults;
-  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 5}));
   LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
   LKV_ASSIGN_OR_FAIL(const LostCopy c, ClosedLedgerWithACorruptCopyOnIndex1(*cluster, *client));
   const std::string holder = c.before.segments(0).bookies(1);
-  FaultPoints::Get().Arm("bookie.add.drop_request",
-                         [holder](std::string_view bookie) { return bookie == holder; });
+  // The holder refuses every add; the first other bookie to get one (the
+  // first replacement chosen) refuses it too.
+  absl::Mutex mu;
+  std::string first_replacement;  // guarded by mu
+  FaultPoints::Get().Arm("bookie.add.drop_request", [&, holder](std::string_view bookie) {
+    if (bookie == holder) return true;
+    absl::MutexLock l(&mu);
+    if (!first_replacement.empty()) return false;
+    first_replacement = std::string(bookie);
+    return true;
+  });
 
-  LKV_ASSIGN_OR_FAIL(auto result, client->ReplaceBookie(c.id, c.lost));
+  LKV_ASSIGN_OR_FAIL(auto mover, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto result, mover->ReplaceBookie(c.id, c.lost));
+  ASSERT_EQ(result.replacements.size(), 1u);
+  {
+    absl::MutexLock l(&mu);
+    ASSERT_FALSE(first_replacement.empty());
+    EXPECT_NE(result.replacements[0], first_replacement);
+  }
   EXPECT_EQ(result.entries_copied, kCorruptLast + 1);
   EXPECT_EQ(result.corrupt.repaired, 0);
   EXPECT_EQ(result.corrupt.unrepaired, 1);
@@ -226,6 +248,73 @@ TEST(LedgerRereplicationTest, ACorruptCopyThatCannotBeRepairedIsReportedAndTheMo
   // Entry 5 still reads back, from the replacement or index 2.
   LKV_ASSIGN_OR_FAIL(auto reader, client->OpenLedger(c.id, OpenMode::kNoRecovery));
   ExpectReadable(*reader, 0, kCorruptLast);
+}
+
+// A run that fails after it repaired a copy (here: its caller stops it
+// before the last window) says what it repaired in its error.
+TEST(LedgerRereplicationTest, ARunThatFailsAfterARepairNamesItInItsError) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 4}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(const LostCopy c, ClosedLedgerWithACorruptCopyOnIndex1(*cluster, *client));
+  // Windows of 4 entries: 0..3, 4..7 (entry 5, repaired), 8..11.
+  ClientOptions options;
+  options.max_entries_per_read_rpc = 4;
+  LKV_ASSIGN_OR_FAIL(auto mover, cluster->NewClient(options));
+  int asked = 0;
+  auto stopped = mover->ReplaceBookie(c.id, c.lost, [&] { return ++asked < 3; });
+  EXPECT_TRUE(absl::IsCancelled(stopped.status())) << stopped.status();
+  EXPECT_NE(stopped.status().message().find(absl::StrCat(
+                "(before that: ledger ", c.id, ": bookie ", c.before.segments(0).bookies(1),
+                " held a corrupt copy of entry 5: repaired from an intact copy)")),
+            std::string::npos)
+      << stopped.status();
+  // Repaired, although the move did not happen.
+  LKV_ASSIGN_OR_FAIL(const auto after, client->GetLedgerMetadata(c.id));
+  EXPECT_TRUE(Names(after.segments(0), c.lost));
+  cluster->StopBookie(cluster->IndexOf(c.before.segments(0).bookies(2)));
+  LKV_ASSIGN_OR_FAIL(auto fresh, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, fresh->OpenLedger(c.id, OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 5, 5);
+}
+
+// With E > Qw a bookie's read of a span answers NO_SUCH_ENTRY for the ids
+// outside its write set: those are not corrupt copies. Only the one
+// corrupt copy is repaired and reported. E=4 Qw=Qa=3, index 0 lost:
+// index 1 is asked first for the entries it holds (0, 3, 4, 7, 8, 11 of
+// those index 0 held), its copy of entry 4 is corrupt, index 2 has it.
+TEST(LedgerRereplicationTest, WithEAboveQwOnlyTheCorruptCopyInAWriteSetIsRepaired) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 5}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  const uint64_t id = WriteClosedLedger(*client, Quorums(4, 3, 3), kCorruptLast);
+  ASSERT_NE(id, 0u);
+  LKV_ASSIGN_OR_FAIL(const auto before, client->GetLedgerMetadata(id));
+  const meta::v1::Segment segment = before.segments(0);
+  ASSERT_TRUE(InWriteSet(4, 1, 4, 3));
+  const int holder = cluster->IndexOf(segment.bookies(1));
+  cluster->StopBookie(holder);
+  ASSERT_EQ(CorruptJournal(cluster->data_dir(holder), "payload-4-"), 1);
+  LKV_ASSERT_OK(cluster->RestartBookie(holder));
+  const std::string lost = segment.bookies(0);
+  cluster->StopBookie(cluster->IndexOf(lost));
+
+  LKV_ASSIGN_OR_FAIL(auto mover, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto result, mover->ReplaceBookie(id, lost));
+  int64_t expected = 0;
+  for (int64_t e = 0; e <= kCorruptLast; ++e) expected += InWriteSet(e, 0, 4, 3) ? 1 : 0;
+  EXPECT_EQ(result.entries_copied, expected);
+  EXPECT_EQ(result.corrupt.repaired, 1);
+  EXPECT_EQ(result.corrupt.unrepaired, 0);
+  EXPECT_EQ(result.corrupt.lines,
+            std::vector<std::string>{absl::StrCat("ledger ", id, ": bookie ", segment.bookies(1),
+                                                  " held a corrupt copy of entry 4: repaired "
+                                                  "from an intact copy")});
+  // Entry 4 reads back from index 1 alone.
+  ASSERT_EQ(result.replacements.size(), 1u);
+  cluster->StopBookie(cluster->IndexOf(result.replacements[0]));
+  cluster->StopBookie(cluster->IndexOf(segment.bookies(2)));
+  LKV_ASSIGN_OR_FAIL(auto fresh, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, fresh->OpenLedger(id, OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 4, 4);
 }
 
 TEST(LedgerRereplicationTest, ACasWhoseReplyWasLostIsFoundByReadingBack) {
