@@ -179,7 +179,9 @@ absl::Status ReadSegmentRange(ClientCore& core, const meta::v1::LedgerMetadata& 
     // still-unassigned entries (ties rotate with the chunk number, so with
     // E == Qw successive chunks go to different bookies). Bookies that did
     // not answer a recent read are asked only for what no other replica
-    // left to try holds (SlowBookies).
+    // left to try holds (SlowBookies). (LedgerRereplicationTest's corrupt
+    // copy tests rely on this order to meet a corrupt copy before an
+    // intact one: change them with it.)
     std::vector<bool> slow(E);
     for (int i = 0; i < E; ++i) slow[i] = core.slow_bookies.IsSlow(segment.bookies(i));
     std::vector<ReadPlan> plans;
