@@ -26,10 +26,10 @@ namespace {
 // one of its syncs for what is left of the step's write (and the disk's
 // cache flush waits for it too). 4 MiB steps stalled a sync for up to
 // 9-31 ms about ten times a second under 100-byte adds; 1 MiB steps stall
-// more syncs, each for a few ms at most, and the adds went 6-11% faster.
-// The price: one bookie's p99 add latency rose from ~0.5 to 1.0-1.5 ms (more
-// syncs meet a step), while the longest stalls are a third as long
-// (docs/performance.md, "The zero filler's step").
+// more syncs, each for a few ms at most. Three bookies on one disk took 9%
+// more adds; one bookie as many as before, with its p99 add latency up
+// from ~0.5 to ~1 ms (more syncs meet a step) and its longest stalls a
+// third as long (docs/performance.md, "The zero filler's step").
 constexpr uint64_t kFillStep = 1 << 20;
 
 absl::Status Errno(const std::string& what, const std::string& path, int err) {
