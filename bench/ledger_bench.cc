@@ -20,10 +20,13 @@
 // The ent/sync column is the number of entries per bookie journal sync
 // (group commit), from the bookies' GetInfo counters. Everything is
 // written in a fresh directory made inside DIR (default /tmp) and removed
-// at the end.
+// at the end. It starts with sync(2): other programs' dirty data, written
+// back meanwhile, would disturb the probe and the rows unequally.
 //
 // Configurations: E=Qw=Qa=1 on one bookie, E=Qw=3,Qa=2 on three bookies;
 // 100-byte and 64 KiB entries; 1 and 64 appends in flight.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -340,6 +343,12 @@ int Main(int argc, char** argv) {
       std::filesystem::remove_all(dir, ignored);
     }
   } remove_at_exit{dir};
+
+  // Data other programs left dirty (a build that just finished leaves
+  // gigabytes) is written back by the kernel over the next half minute or
+  // so, and slows the disk probe and the rows by different amounts. Flush
+  // it first, so that both measure this disk at rest.
+  ::sync();
 
   static const Config kConfigs[] = {{"E1,Qw1,Qa1", 1, 1, 1, 1}, {"E3,Qw3,Qa2", 3, 3, 3, 2}};
   // rows[k] holds every measurement of row k, one per pass.
