@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,7 +33,7 @@ const char kLedgerCliUsage[] =
     "  ledger --metadata URI [--cluster NAME] <list | show ID |\n"
     "         read ID [--from N] [--to M | --follow] | recover ID [--force] |\n"
     "         delete ID [--force] |\n"
-    "         rereplicate (ID | --all) --bookie B>\n"
+    "         rereplicate (ID | --all) --bookie B | refill (ID | --all) --bookie B>\n"
     "      operator commands on ledgers. list: every ledger with state, E/Qw/Qa and last\n"
     "      entry. show: its metadata. read: entries N..M (default 0..LAC) without\n"
     "      recovery; --follow: then every entry as it is confirmed, until the ledger is\n"
@@ -45,7 +46,11 @@ const char kLedgerCliUsage[] =
     "      (--force: delete anyway, losing what they hold). rereplicate: copy what\n"
     "      bookie B holds of a CLOSED ledger (or of every CLOSED ledger naming B:\n"
     "      --all) to another bookie and name that one instead (B lost for good, or\n"
-    "      being retired); exits 1 if any ledger still names B. URI: etcd://HOST:PORT or\n"
+    "      being retired); exits 1 if any ledger still names B. refill: B was\n"
+    "      re-provisioned under its id (disk replaced, cookie deleted); copy back onto\n"
+    "      it what the CLOSED ledger (--all: every ledger naming B) recorded on its\n"
+    "      earlier instance (the controller's audit does this by itself); exits 1 if\n"
+    "      any failed. URI: etcd://HOST:PORT or\n"
     "      embedded:///DIR (an existing embedded store, not open in another process).\n";
 
 namespace {
@@ -359,32 +364,129 @@ absl::StatusOr<std::vector<uint64_t>> LedgersNaming(metadata::MetadataStore& sto
   return ids;
 }
 
+// The arguments of `rereplicate` and `refill`: (ID | --all) --bookie B.
+struct BookieCommand {
+  bool all = false;
+  uint64_t id = 0;
+  bool have_id = false;
+  std::string bookie;
+};
+
+// Parses command[1..] (command[0] is the verb); a usage error's exit code.
+std::optional<int> ParseBookieCommand(const std::vector<std::string>& command, Output& o,
+                                      BookieCommand* c) {
+  const std::string& verb = command[0];
+  for (size_t i = 1; i < command.size(); ++i) {
+    const std::string& a = command[i];
+    if (a == "--all") {
+      c->all = true;
+    } else if (a == "--bookie") {
+      if (i + 1 >= command.size() || command[i + 1].empty()) {
+        return o.Usage("--bookie needs a bookie id");
+      }
+      c->bookie = command[++i];
+    } else if (!c->have_id && absl::SimpleAtoi(a, &c->id)) {
+      c->have_id = true;
+    } else {
+      return o.Usage(absl::StrCat(verb, ": unexpected argument \"", a, "\""));
+    }
+  }
+  if (c->all == c->have_id) return o.Usage(absl::StrCat(verb, " needs a ledger id or --all, not both"));
+  if (c->bookie.empty()) return o.Usage(absl::StrCat(verb, " needs --bookie B"));
+  return std::nullopt;
+}
+
+// The corrupt copies a run met on other bookies: a line each under the
+// ledger's line, and the unrepaired ones counted on stderr too. Neither
+// changes the exit status.
+void PrintCorruptCopies(uint64_t ledger_id, const ledger::CorruptRepairs& corrupt, Output& o) {
+  for (const std::string& line : corrupt.lines) absl::StrAppend(o.out, "  ", line, "\n");
+  if (corrupt.unrepaired > 0) {
+    absl::StrAppend(o.err, "ledgerkv ledger: ledger ", ledger_id, ": ", corrupt.unrepaired,
+                    corrupt.unrepaired == 1 ? " corrupt copy" : " corrupt copies",
+                    " on other bookies could not be repaired (see above)\n");
+  }
+}
+
+// `refill (ID | --all) --bookie B`: command[0] is the verb. B was
+// re-provisioned under its id; copies back onto its current instance what
+// the ledgers recorded on an earlier one. Prints a line per ledger as it
+// goes (`flush`); exits 0 when every ledger naming B records its current
+// instance (or none).
+int Refill(metadata::MetadataStore* store, const std::string& cluster,
+           const std::vector<std::string>& command, Output& o,
+           const std::function<void()>& flush) {
+  BookieCommand c;
+  if (std::optional<int> usage = ParseBookieCommand(command, o, &c)) return *usage;
+  ledger::ClientOptions options;
+  options.metadata = store;
+  options.cluster = cluster;
+  auto client = ledger::LedgerClient::Create(options);
+  if (!client.ok()) return o.Fail(client.status());
+  // Only a running bookie can be refilled (a typo must not read as done).
+  if (absl::StatusOr<metadata::VersionedValue> registered =
+          store->Get(metadata::Keys(cluster).Bookie(c.bookie));
+      !registered.ok()) {
+    return o.Fail(absl::IsNotFound(registered.status())
+                      ? absl::FailedPreconditionError(absl::StrCat(
+                            "bookie ", c.bookie, " is not registered in cluster ", cluster,
+                            ": start it first (a bookie that is gone is replaced: "
+                            "`ledgerkv ledger rereplicate`)"))
+                      : registered.status());
+  }
+  std::vector<uint64_t> ids;
+  int unreadable = 0;
+  if (c.have_id) {
+    ids.push_back(c.id);
+  } else {
+    auto listed = LedgersNaming(*store, cluster, c.bookie, o, /*report=*/true, &unreadable);
+    if (!listed.ok()) return o.Fail(listed.status());
+    ids = *std::move(listed);
+  }
+  int refilled = 0, failed = 0;
+  for (uint64_t ledger_id : ids) {
+    auto result = (*client)->RefillBookie(ledger_id, c.bookie);
+    if (result.ok()) {
+      ++refilled;
+      absl::StrAppend(o.out, "ledger ", ledger_id, ": bookie ", c.bookie, " refilled in ",
+                      Plural(result->segments_changed, "segment"), ", ", result->entries_copied,
+                      result->entries_copied == 1 ? " entry" : " entries", " copied back\n");
+      PrintCorruptCopies(ledger_id, result->corrupt, o);
+    } else if (absl::IsNotFound(result.status()) &&
+               (*client)->GetLedgerMetadata(ledger_id).ok()) {
+      // Nothing recorded on an earlier instance (a concurrent run, or an
+      // earlier run whose last reply was lost): done.
+      absl::StrAppend(o.out, "ledger ", ledger_id, ": nothing to refill (",
+                      result.status().message(), ")\n");
+    } else if (c.all && absl::IsNotFound(result.status())) {
+      absl::StrAppend(o.out, "ledger ", ledger_id, ": deleted meanwhile\n");
+    } else {
+      ++failed;
+      absl::StrAppend(o.err, "ledgerkv ledger: ledger ", ledger_id, ": ",
+                      result.status().ToString(), "\n");
+    }
+    if (flush) flush();
+  }
+  if (c.all) {
+    absl::StrAppend(o.out, Plural(refilled, "ledger"), " refilled onto bookie ", c.bookie, ", ",
+                    failed, " failed",
+                    unreadable > 0 ? absl::StrCat(" (and ", unreadable, " unreadable)") : "",
+                    "\n");
+  }
+  return failed == 0 && unreadable == 0 ? 0 : kLedgerCliExitFailure;
+}
+
 // `rereplicate (ID | --all) --bookie B`: command[0] is the verb. Prints a
 // line per ledger as it goes (`flush`).
 int Rereplicate(metadata::MetadataStore* store, const std::string& cluster,
                 const std::vector<std::string>& command, Output& o,
                 const std::function<void()>& flush) {
-  bool all = false;
-  uint64_t id = 0;
-  bool have_id = false;
-  std::string bookie;
-  for (size_t i = 1; i < command.size(); ++i) {
-    const std::string& a = command[i];
-    if (a == "--all") {
-      all = true;
-    } else if (a == "--bookie") {
-      if (i + 1 >= command.size() || command[i + 1].empty()) {
-        return o.Usage("--bookie needs a bookie id");
-      }
-      bookie = command[++i];
-    } else if (!have_id && absl::SimpleAtoi(a, &id)) {
-      have_id = true;
-    } else {
-      return o.Usage(absl::StrCat("rereplicate: unexpected argument \"", a, "\""));
-    }
-  }
-  if (all == have_id) return o.Usage("rereplicate needs a ledger id or --all, not both");
-  if (bookie.empty()) return o.Usage("rereplicate needs --bookie B");
+  BookieCommand c;
+  if (std::optional<int> usage = ParseBookieCommand(command, o, &c)) return *usage;
+  const bool all = c.all;
+  const bool have_id = c.have_id;
+  const uint64_t id = c.id;
+  const std::string& bookie = c.bookie;
 
   ledger::ClientOptions options;
   options.metadata = store;
@@ -450,18 +552,9 @@ int Rereplicate(metadata::MetadataStore* store, const std::string& cluster,
                       absl::StrJoin(result->replacements, ", "), " in ",
                       Plural(result->segments_changed, "segment"), ", ", result->entries_copied,
                       result->entries_copied == 1 ? " entry" : " entries", " copied\n");
-      // Corrupt copies met on other bookies: repaired, or named on stderr
-      // too. Neither changes the exit status, which says whether the
-      // bookie still holds copies nobody else has.
-      for (const std::string& line : result->corrupt.lines) {
-        absl::StrAppend(o.out, "  ", line, "\n");
-      }
-      if (result->corrupt.unrepaired > 0) {
-        absl::StrAppend(o.err, "ledgerkv ledger: ledger ", ledger_id, ": ",
-                        result->corrupt.unrepaired,
-                        result->corrupt.unrepaired == 1 ? " corrupt copy" : " corrupt copies",
-                        " on other bookies could not be repaired (see above)\n");
-      }
+      // The exit status says whether the bookie still holds copies nobody
+      // else has, whatever corrupt copies were met on other bookies.
+      PrintCorruptCopies(ledger_id, result->corrupt, o);
     }
     if (flush) flush();
   }
@@ -490,6 +583,7 @@ int RunLedgerCommand(metadata::MetadataStore* store, const std::string& cluster,
     return List(store, cluster, o);
   }
   if (verb == "rereplicate") return Rereplicate(store, cluster, command, o, flush);
+  if (verb == "refill") return Refill(store, cluster, command, o, flush);
   if (verb != "show" && verb != "read" && verb != "recover" && verb != "delete") {
     return o.Usage(absl::StrCat("unknown command \"", verb, "\""));
   }

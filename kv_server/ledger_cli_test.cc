@@ -400,6 +400,58 @@ TEST(LedgerCli, RereplicatePrintsTheCorruptCopiesItRepaired) {
   EXPECT_EQ(r.err, "");
 }
 
+// A bookie re-provisioned under its id (disk replaced, cookie deleted):
+// `refill --all` copies back onto it what every closed ledger recorded on
+// its earlier instance, and the ledgers then read back from it alone; an
+// open ledger is refused until it is closed; a rerun has nothing left; a
+// bookie that is not registered is an error, not "done".
+TEST(LedgerCli, RefillCopiesBackWhatAReprovisionedBookieLost) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, ledger::testing::TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  std::vector<uint64_t> closed;
+  for (int i = 0; i < 2; ++i) {
+    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(ledger::testing::Quorums(3, 3, 3)));
+    for (int e = 0; e < 10; ++e) LKV_ASSERT_OK(writer->Append(absl::StrCat("entry ", e)));
+    LKV_ASSERT_OK(writer->Close());
+    closed.push_back(writer->id());
+  }
+  LKV_ASSIGN_OR_FAIL(auto open, client->CreateLedger(ledger::testing::Quorums(3, 3, 3)));
+  LKV_ASSERT_OK(open->Append("e0"));
+  const std::string bookie = cluster->bookie_id(0);
+  LKV_ASSERT_OK(cluster->ReprovisionBookie(0));
+
+  Result r = RunCli(*cluster, {"refill", "--all", "--bookie", bookie});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  for (uint64_t id : closed) {
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("ledger ", id, ": bookie ", bookie,
+                                              " refilled in 1 segment, 10 entries copied back")));
+  }
+  EXPECT_THAT(r.out, HasSubstr("2 ledgers refilled onto bookie"));
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("ledger ", open->id(), ": FAILED_PRECONDITION")));
+
+  LKV_ASSERT_OK(open->Close());
+  Result one = RunCli(*cluster, {"refill", absl::StrCat(open->id()), "--bookie", bookie});
+  EXPECT_EQ(one.code, 0) << one.err;
+  EXPECT_THAT(one.out, HasSubstr("1 entry copied back"));
+  Result again = RunCli(*cluster, {"refill", "--all", "--bookie", bookie});
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_THAT(again.out, HasSubstr("nothing to refill"));
+  EXPECT_THAT(again.out, HasSubstr("0 ledgers refilled"));
+  Result typo = RunCli(*cluster, {"refill", "--all", "--bookie", "nosuch:1"});
+  EXPECT_EQ(typo.code, 1);
+  EXPECT_THAT(typo.err, HasSubstr("not registered"));
+
+  cluster->StopBookie(1);
+  cluster->StopBookie(2);
+  LKV_ASSIGN_OR_FAIL(auto fresh, cluster->NewClient());
+  for (uint64_t id : closed) {
+    LKV_ASSIGN_OR_FAIL(auto reader, fresh->OpenLedger(id, ledger::OpenMode::kNoRecovery));
+    LKV_ASSIGN_OR_FAIL(auto entries, reader->Read(0, 9));
+    ASSERT_EQ(entries.size(), 10u);
+    EXPECT_EQ(entries[9].payload, "entry 9");
+  }
+}
+
 TEST(LedgerCli, BadArgumentsAreUsageErrors) {
   LKV_ASSIGN_OR_FAIL(auto cluster, ledger::testing::TestCluster::Start({.bookies = 1}));
   for (const std::vector<std::string>& bad :

@@ -34,23 +34,46 @@ absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
   ASSIGN_OR_RETURN(std::vector<metadata::KeyValue> registered,
                    options_.store->List(keys.BookiesPrefix()));
   absl::flat_hash_set<std::string> live;
+  // The instance each registered bookie runs as, where its record says.
+  absl::flat_hash_map<std::string, std::string> instance_of;
   // The key names a registered bookie, whatever its record says (an
   // unparsable one is still registered: never a reason to copy).
-  for (const auto& kv : registered) live.insert(kv.key.substr(keys.BookiesPrefix().size()));
+  for (const auto& kv : registered) {
+    std::string id = kv.key.substr(keys.BookiesPrefix().size());
+    meta::v1::BookieRegistration registration;
+    if (registration.ParseFromString(kv.value) && !registration.instance_id().empty()) {
+      instance_of[id] = registration.instance_id();
+    }
+    live.insert(std::move(id));
+  }
   ASSIGN_OR_RETURN(std::vector<metadata::KeyValue> ledgers,
                    options_.store->List(keys.LedgersPrefix()));
 
   // Every unregistered bookie a ledger names, with the ledgers naming it.
   std::map<std::string, std::vector<std::pair<uint64_t, bool>>> naming;  // id, closed
+  // Every registered bookie some segment recorded an earlier instance of
+  // (re-provisioned under its id: those copies are gone), likewise.
+  std::map<std::string, std::vector<std::pair<uint64_t, bool>>> stale;
   for (const auto& kv : ledgers) {
     uint64_t id = 0;
     if (!keys.ParseLedgerKey(kv.key, &id)) continue;
     meta::v1::LedgerMetadata md;
     // Unparsable: `ledgerkv ledger list` reports it; nothing to act on.
     if (!md.ParseFromString(kv.value)) continue;
+    const bool closed = md.state() == meta::v1::CLOSED;
     for (const std::string& b : BookiesNamed(md)) {
-      if (!live.contains(b)) naming[b].emplace_back(id, md.state() == meta::v1::CLOSED);
+      if (!live.contains(b)) naming[b].emplace_back(id, closed);
     }
+    absl::flat_hash_set<std::string> stale_here;
+    for (const meta::v1::Segment& segment : md.segments()) {
+      for (int i = 0; i < segment.bookies_size(); ++i) {
+        auto current = instance_of.find(segment.bookies(i));
+        if (current != instance_of.end() && IsEarlierInstance(segment, i, current->second)) {
+          stale_here.insert(current->first);
+        }
+      }
+    }
+    for (const std::string& b : stale_here) stale[b].emplace_back(id, closed);
   }
 
   AuditResult result;
@@ -88,47 +111,76 @@ absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
         " bookies known are missing with copies to move, more than ", fraction * 100,
         "%: nothing is copied until fewer are (a view that wrong is more likely etcd's or this "
         "controller's than the cluster's); `ledgerkv ledger rereplicate` copies by hand");
-    return result;
+    // Refills below still run: a registration naming a new instance is a
+    // bookie that answers, not an absence, and they copy only onto it.
+    lost.clear();
   }
-  absl::flat_hash_map<std::string, std::string> failures;  // this pass's
-  for (const std::string* bookie : lost) {
-    for (const auto& [id, closed] : naming[*bookie]) {
-      if (!closed) continue;  // counted above
-      if (!keep_going()) return result;
-      absl::StatusOr<ReplicationResult> replaced =
-          options_.client->ReplaceBookie(id, *bookie, keep_going);
-      if (absl::IsCancelled(replaced.status())) return result;  // asked to stop
-      if (replaced.ok()) {
-        ++result.ledgers_replaced;
-        result.entries_copied += replaced->entries_copied;
-        result.lines.push_back(absl::StrCat(
-            "ledger ", id, ": lost bookie ", *bookie, " replaced by ",
-            absl::StrJoin(replaced->replacements, ", "), ", ", replaced->entries_copied,
-            " entries copied"));
-        result.corrupt_copies_repaired += replaced->corrupt.repaired;
-        result.corrupt_copies_unrepaired += replaced->corrupt.unrepaired;
-        for (const std::string& line : replaced->corrupt.lines) result.lines.push_back(line);
-      } else if (absl::IsNotFound(replaced.status())) {
-        // Deleted meanwhile, or replaced by someone else: nothing left.
-      } else if (absl::IsFailedPrecondition(replaced.status())) {
-        ++result.ledgers_not_closed;  // reopened for recovery meanwhile
-      } else {
-        ++result.ledgers_failed;
-        const std::string key = absl::StrCat(id, " ", *bookie);
-        std::string why = replaced.status().ToString();
-        auto known = failures_reported_.find(key);
-        if (known == failures_reported_.end() || known->second != why) {
-          result.lines.push_back(absl::StrCat("ledger ", id, ": replacing lost bookie ", *bookie,
-                                              " failed (retried at every pass, logged again if "
-                                              "the reason changes): ",
-                                              why));
+  // This pass's; a pass asked to stop keeps the last complete one's.
+  absl::flat_hash_map<std::string, std::string> failures;
+  const bool completed = [&] {
+    for (const std::string* bookie : lost) {
+      for (const auto& [id, closed] : naming[*bookie]) {
+        if (!closed) continue;  // counted above
+        if (!keep_going() || !CopyOne(id, *bookie, false, keep_going, &result, &failures)) {
+          return false;
         }
-        failures.emplace(key, std::move(why));
       }
     }
-  }
-  failures_reported_.swap(failures);
+    for (const auto& [bookie, named_by] : stale) {
+      result.reprovisioned.push_back(bookie);
+      for (const auto& [id, closed] : named_by) {
+        if (!closed) {
+          ++result.ledgers_not_closed;  // its writer's next add there fails over
+          continue;
+        }
+        if (!keep_going() || !CopyOne(id, bookie, true, keep_going, &result, &failures)) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }();
+  if (completed) failures_reported_.swap(failures);
   return result;
+}
+
+bool Auditor::CopyOne(uint64_t id, const std::string& bookie, bool refill,
+                      const std::function<bool()>& keep_going, AuditResult* result,
+                      absl::flat_hash_map<std::string, std::string>* failures) {
+  absl::StatusOr<ReplicationResult> done =
+      refill ? options_.client->RefillBookie(id, bookie, keep_going)
+             : options_.client->ReplaceBookie(id, bookie, keep_going);
+  if (absl::IsCancelled(done.status())) return false;  // asked to stop
+  const std::string key = absl::StrCat(id, " ", bookie, refill ? " refill" : "");
+  if (done.ok()) {
+    ++(refill ? result->ledgers_refilled : result->ledgers_replaced);
+    result->entries_copied += done->entries_copied;
+    result->lines.push_back(
+        refill ? absl::StrCat("ledger ", id, ": bookie ", bookie,
+                              " was re-provisioned (its earlier instance's copies are gone): ",
+                              done->entries_copied, " entries copied back onto it")
+               : absl::StrCat("ledger ", id, ": lost bookie ", bookie, " replaced by ",
+                              absl::StrJoin(done->replacements, ", "), ", ",
+                              done->entries_copied, " entries copied"));
+    result->corrupt_copies_repaired += done->corrupt.repaired;
+    result->corrupt_copies_unrepaired += done->corrupt.unrepaired;
+    for (const std::string& line : done->corrupt.lines) result->lines.push_back(line);
+  } else if (absl::IsNotFound(done.status())) {
+    // Deleted meanwhile, or replaced or refilled by someone else.
+  } else if (absl::IsFailedPrecondition(done.status())) {
+    ++result->ledgers_not_closed;  // reopened for recovery meanwhile
+  } else {
+    ++result->ledgers_failed;
+    std::string why = done.status().ToString();
+    auto known = failures_reported_.find(key);
+    if (known == failures_reported_.end() || known->second != why) {
+      result->lines.push_back(absl::StrCat(
+          "ledger ", id, refill ? ": refilling re-provisioned bookie " : ": replacing lost bookie ",
+          bookie, " failed (retried at every pass, logged again if the reason changes): ", why));
+    }
+    (*failures)[key] = std::move(why);
+  }
+  return true;
 }
 
 }  // namespace ledgerkv::ledger

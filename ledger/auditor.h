@@ -1,7 +1,10 @@
 // Automatic re-replication (docs/ledger-protocol.md, "Re-replication"):
 // finds bookies that ledgers name but that have not been registered for a
 // grace period (lost for good, as far as the cluster can tell), and moves
-// the copies of every CLOSED ledger off them (LedgerClient::ReplaceBookie).
+// the copies of every CLOSED ledger off them (LedgerClient::ReplaceBookie);
+// and registered bookies running as another instance than ledgers recorded
+// (re-provisioned), onto which it copies those ledgers' copies back
+// (LedgerClient::RefillBookie).
 // BookKeeper's auditor and its lostBookieRecoveryDelay, in one pass that
 // the cluster's controller runs periodically.
 //
@@ -60,7 +63,16 @@ struct AuditResult {
   // from an intact copy or not (ReplicationResult::corrupt; a line each).
   int64_t corrupt_copies_repaired = 0;
   int64_t corrupt_copies_unrepaired = 0;
-  // Ledgers naming a lost bookie that this pass left: OPEN or IN_RECOVERY
+  // Registered bookies, sorted, that some ledger's segments recorded as an
+  // earlier instance (re-provisioned under their id, after their cookie
+  // was deleted: those copies are gone), and the CLOSED ledgers whose
+  // copies there were copied back onto the current instance
+  // (LedgerClient::RefillBookie; no grace: the registration shows the old
+  // copies gone, and the bookie is up to take them). Their entry copies
+  // count in entries_copied.
+  std::vector<std::string> reprovisioned;
+  int ledgers_refilled = 0;
+  // Ledgers naming a lost (or re-provisioned) bookie that this pass left: OPEN or IN_RECOVERY
   // ones (a writer's ensemble change covers only the entries it adds from
   // then on; those already added stay a copy short until the ledger is
   // closed, by its writer or by recovery, and a later pass takes it; a KV
@@ -89,7 +101,9 @@ class Auditor {
   // named by a ledger and not registered is missing from the first pass
   // that sees it so, and lost once `grace` has passed since (a pass that
   // finds it registered again, or named by no ledger, forgets it). Then
-  // replaces every lost bookie in every CLOSED ledger naming it, asking
+  // replaces every lost bookie in every CLOSED ledger naming it (unless
+  // held off), and refills every re-provisioned bookie in every CLOSED
+  // ledger that recorded an earlier instance of it, asking
   // `keep_going` before each ledger and during each copy (false: stop, e.g.
   // no longer the controller, or shutting down; the ledger being copied is
   // left as it was). Errors: a listing failed (nothing was changed, and no
@@ -98,10 +112,16 @@ class Auditor {
   absl::StatusOr<AuditResult> Pass(absl::Time now, const std::function<bool()>& keep_going);
 
  private:
+  // Replaces (or refills) `bookie` in ledger `id`, counting the outcome in
+  // *result and a failure in *failures. False: asked to stop.
+  bool CopyOne(uint64_t id, const std::string& bookie, bool refill,
+               const std::function<bool()>& keep_going, AuditResult* result,
+               absl::flat_hash_map<std::string, std::string>* failures);
+
   AuditorOptions options_;
   absl::flat_hash_map<std::string, absl::Time> missing_since_;
-  // The failures the last complete pass reported, "<ledger> <bookie>" ->
-  // the error: a failure found again with the same error is not a new line.
+  // The failures the last complete pass reported, "<ledger> <bookie>"
+  // (" refill" appended for a refill) -> the error: a failure found again with the same error is not a new line.
   absl::flat_hash_map<std::string, std::string> failures_reported_;
 };
 

@@ -11,6 +11,7 @@
 #include "base/status_macros.h"
 #include "gtest/gtest.h"
 #include "ledger/auditor.h"
+#include "ledger/entry_format.h"
 #include "ledger/ledger_test_util.h"
 #include "proto/metadata.pb.h"
 
@@ -245,6 +246,74 @@ TEST(AuditorTest, TooManyMissingBookiesHoldCopyingOffUntilFewerAreMissing) {
 
   Auditor bad({.client = client.get(), .store = cluster->store(), .max_lost_fraction = 1.5});
   EXPECT_EQ(bad.Pass(t0, kAlways).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The recorded instance of `bookie` in segment 0 of `md`.
+std::string RecordedInstance(const meta::v1::LedgerMetadata& md, const std::string& bookie) {
+  const auto& segment = md.segments(0);
+  for (int i = 0; i < segment.bookies_size(); ++i) {
+    if (segment.bookies(i) == bookie) return InstanceOf(segment, i);
+  }
+  return "(not named)";
+}
+
+// A bookie re-provisioned under its id (disk replaced, cookie deleted by
+// hand) is registered, so it is never missing; but the copies the ledgers
+// recorded on its earlier instance are gone. The auditor copies them back
+// onto the new instance at its first pass (no grace, no spare needed: the
+// ensemble stays), records the new instance, and leaves ledgers that
+// already record it; afterwards the ledger reads back from that bookie
+// alone (L2: no acknowledged entry lost).
+TEST(AuditorTest, L2_ABookieReprovisionedUnderItsIdGetsItsCopiesBack) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto before, client->CreateLedger(Quorums(3, 3, 3)));
+  for (const auto& r : AppendRange(*before, 0, 19, 4)) LKV_ASSERT_OK(r);
+  LKV_ASSERT_OK(before->Close());
+  LKV_ASSIGN_OR_FAIL(auto open_writer, client->CreateLedger(Quorums(3, 3, 3)));
+  for (const auto& r : AppendRange(*open_writer, 0, 4, 4)) LKV_ASSERT_OK(r);
+  const std::string bookie = cluster->bookie_id(0);
+  const std::string old_instance = cluster->bookie(0)->instance_id();
+
+  LKV_ASSERT_OK(cluster->ReprovisionBookie(0));
+  const std::string new_instance = cluster->bookie(0)->instance_id();
+  ASSERT_NE(new_instance, old_instance);
+  LKV_ASSIGN_OR_FAIL(auto fresh_client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto after, fresh_client->CreateLedger(Quorums(3, 3, 3)));
+  for (const auto& r : AppendRange(*after, 0, 4, 4)) LKV_ASSERT_OK(r);
+  LKV_ASSERT_OK(after->Close());
+
+  Auditor auditor({.client = client.get(), .store = cluster->store(), .grace = kGrace});
+  const absl::Time t0 = absl::Now();
+  LKV_ASSIGN_OR_FAIL(auto pass, auditor.Pass(t0, kAlways));
+  EXPECT_TRUE(pass.missing.empty());
+  EXPECT_EQ(pass.reprovisioned, std::vector<std::string>{bookie});
+  EXPECT_EQ(pass.ledgers_refilled, 1) << absl::StrJoin(pass.lines, "\n");
+  EXPECT_EQ(pass.entries_copied, 20);
+  EXPECT_EQ(pass.ledgers_not_closed, 1);  // the open ledger: its writer's
+  EXPECT_EQ(pass.ledgers_failed, 0) << absl::StrJoin(pass.lines, "\n");
+  EXPECT_EQ(pass.ledgers_replaced, 0);
+  LKV_ASSIGN_OR_FAIL(const auto refilled, client->GetLedgerMetadata(before->id()));
+  EXPECT_EQ(RecordedInstance(refilled, bookie), new_instance) << refilled.ShortDebugString();
+  LKV_ASSIGN_OR_FAIL(const auto untouched, client->GetLedgerMetadata(after->id()));
+  EXPECT_EQ(RecordedInstance(untouched, bookie), new_instance);
+
+  // Done: the next pass and a second refill find nothing to copy.
+  LKV_ASSIGN_OR_FAIL(auto again, auditor.Pass(t0 + absl::Minutes(1), kAlways));
+  EXPECT_EQ(again.ledgers_refilled, 0);
+  EXPECT_EQ(again.entries_copied, 0);
+  EXPECT_EQ(client->RefillBookie(before->id(), bookie).status().code(),
+            absl::StatusCode::kNotFound);
+
+  // The copies are on the new instance: readable with the other two down.
+  cluster->StopBookie(1);
+  cluster->StopBookie(2);
+  // A bookie that is gone is not refilled (it is replaced, after its grace).
+  EXPECT_EQ(client->RefillBookie(before->id(), cluster->bookie_id(1)).status().code(),
+            absl::StatusCode::kUnavailable);
+  LKV_ASSIGN_OR_FAIL(auto reader_client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, reader_client->OpenLedger(before->id(), OpenMode::kNoRecovery));
+  ExpectReadable(*reader, 0, 19);
 }
 
 }  // namespace

@@ -120,4 +120,13 @@ inline const std::string& InstanceOf(const meta::v1::Segment& segment, int i) {
   return i < segment.bookie_instances_size() ? segment.bookie_instances(i) : *kEmpty;
 }
 
+// Whether ensemble index `i` of `segment` recorded an instance of its
+// bookie other than `current` (the one registered now): the bookie was
+// re-provisioned since, and the copies the segment names there are gone.
+// One that recorded none ("") is never judged so.
+inline bool IsEarlierInstance(const meta::v1::Segment& segment, int i, const std::string& current) {
+  const std::string& recorded = InstanceOf(segment, i);
+  return !recorded.empty() && recorded != current;
+}
+
 }  // namespace ledgerkv::ledger

@@ -137,6 +137,11 @@ absl::StatusOr<ReplicationResult> LedgerClient::ReplaceBookie(
   return ReplaceBookieInLedger(*core_, id, bookie_id, keep_going);
 }
 
+absl::StatusOr<ReplicationResult> LedgerClient::RefillBookie(
+    uint64_t id, const std::string& bookie_id, const std::function<bool()>& keep_going) {
+  return RefillBookieInLedger(*core_, id, bookie_id, keep_going);
+}
+
 absl::StatusOr<std::unique_ptr<LedgerReader>> LedgerClient::OpenLedger(uint64_t id, OpenMode mode) {
   auto loaded = LoadLedger(*core_, id);
   if (!loaded.ok()) return loaded.status();

@@ -73,6 +73,14 @@ class LedgerClient {
       uint64_t id, const std::string& bookie_id,
       const std::function<bool()>& keep_going = nullptr);
 
+  // Copies CLOSED ledger `id`'s copies back onto bookie `bookie_id`'s
+  // current instance where its segments recorded an earlier one (the
+  // bookie was re-provisioned under its id), then records the current one
+  // (RefillBookieInLedger in rereplicate.h).
+  absl::StatusOr<ReplicationResult> RefillBookie(
+      uint64_t id, const std::string& bookie_id,
+      const std::function<bool()>& keep_going = nullptr);
+
   // The current metadata of ledger `id`. NOT_FOUND for an unknown id.
   absl::StatusOr<meta::v1::LedgerMetadata> GetLedgerMetadata(uint64_t id);
 

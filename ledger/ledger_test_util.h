@@ -180,6 +180,20 @@ class TestCluster {
     return last;
   }
 
+  // Re-provisions bookie i as an operator replacing its disk would: stops
+  // it, wipes its data directory, deletes its cookie by hand, and starts it
+  // again under the same id and address: a new instance, holding nothing.
+  absl::Status ReprovisionBookie(int i) {
+    StopBookie(i);
+    std::error_code error;
+    std::filesystem::remove_all(bookies_[i].data_dir, error);
+    if (error) return absl::InternalError("wiping " + bookies_[i].data_dir + ": " + error.message());
+    const std::string cookie = metadata::Keys("default").Cookie(bookies_[i].id);
+    ASSIGN_OR_RETURN(metadata::VersionedValue got, store_->Get(cookie));
+    RETURN_IF_ERROR(store_->Delete(cookie, got.version));
+    return RestartBookie(i);
+  }
+
   // Starts bookie i again with its id and data directory but on a new port:
   // it re-registers at another address (clients must resolve it again).
   absl::Status RestartBookieElsewhere(int i) {

@@ -172,7 +172,7 @@ void RepairCorruptCopies(ClientCore& core, const meta::v1::LedgerMetadata& md, i
 absl::StatusOr<int64_t> CopySlot(ClientCore& core, const meta::v1::LedgerMetadata& md, int s,
                                  int index, const BookieInfo& bookie,
                                  const std::function<bool()>& keep_going, bool* to_failed,
-                                 RepairLog* repairs) {
+                                 RepairLog* repairs, const char* role = "replacement bookie") {
   *to_failed = false;
   const int E = md.ensemble_size(), Qw = md.write_quorum();
   const int64_t first = md.segments(s).first_entry_id();
@@ -210,7 +210,7 @@ absl::StatusOr<int64_t> CopySlot(ClientCore& core, const meta::v1::LedgerMetadat
     for (int64_t e = lo; e <= hi; ++e) {
       if (ours(e)) mine.push_back(std::move((*read)[static_cast<size_t>(e - lo)]));
     }
-    if (absl::Status written = CopyTo(core, bookie, mine); !written.ok()) {
+    if (absl::Status written = CopyTo(core, bookie, mine, role); !written.ok()) {
       *to_failed = true;
       return written;
     }
@@ -233,10 +233,49 @@ std::optional<BookieInfo> StillUsable(ClientCore& core, const BookieInfo& earlie
   return BookieInfo{earlier.bookie_id, registration.address(), registration.instance_id()};
 }
 
-// ReplaceBookieInLedger, but the corrupt copies met are left in *repairs,
-// whatever the outcome.
+// Bookie `bookie_id` as it is registered now: the instance a refill
+// writes to. Read-only is no bar: a bookie over its disk watermark still
+// takes recovery adds.
+absl::StatusOr<BookieInfo> RegisteredInstance(ClientCore& core, const std::string& bookie_id) {
+  absl::StatusOr<metadata::VersionedValue> got = core.store->Get(core.keys.Bookie(bookie_id));
+  if (absl::IsNotFound(got.status())) {
+    return absl::UnavailableError(absl::StrCat(
+        "bookie ", bookie_id, " is not registered: there is no instance to refill (a bookie "
+        "that is gone is replaced: `ledgerkv ledger rereplicate`)"));
+  }
+  if (!got.ok()) {
+    return absl::UnavailableError(absl::StrCat("reading the registration of bookie ", bookie_id,
+                                               ": ", got.status().message()));
+  }
+  meta::v1::BookieRegistration registration;
+  if (!registration.ParseFromString(got->value) || registration.address().empty() ||
+      registration.instance_id().empty()) {
+    return absl::UnavailableError(absl::StrCat("the registration of bookie ", bookie_id,
+                                               " names no address or no instance id"));
+  }
+  return BookieInfo{bookie_id, registration.address(), registration.instance_id()};
+}
+
+bool RecordsEarlierInstance(const meta::v1::LedgerMetadata& md, const std::string& bookie_id,
+                            const std::string& current) {
+  for (const meta::v1::Segment& segment : md.segments()) {
+    for (int i = 0; i < segment.bookies_size(); ++i) {
+      if (segment.bookies(i) == bookie_id && IsEarlierInstance(segment, i, current)) return true;
+    }
+  }
+  return false;
+}
+
+// What a run does for each segment naming the bookie.
+enum class Mode {
+  kReplace,  // copy its slot to another bookie and name that one
+  kRefill,   // copy its slot back to its current instance, if re-provisioned
+};
+
+// ReplaceBookieInLedger (or RefillBookieInLedger), but the corrupt copies
+// met are left in *repairs, whatever the outcome.
 absl::StatusOr<ReplicationResult> ReplaceBookieInLedgerLogging(
-    ClientCore& core, uint64_t id, const std::string& bookie_id,
+    ClientCore& core, uint64_t id, const std::string& bookie_id, Mode mode,
     const std::function<bool()>& keep_going, RepairLog* repairs) {
   // The replacement each segment got in an attempt whose CAS lost: the next
   // attempt writes to it again (the same bytes), rather than leaving
@@ -245,6 +284,20 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedgerLogging(
   for (int attempt = 0;; ++attempt) {
     ASSIGN_OR_RETURN(VersionedLedger loaded, LoadLedger(core, id));
     const meta::v1::LedgerMetadata& md = loaded.metadata;
+    // A refill's target, read again at each attempt (the bookie may have
+    // been re-provisioned once more meanwhile). A ledger with nothing to
+    // refill is NOT_FOUND whatever its state.
+    std::optional<BookieInfo> current;
+    if (mode == Mode::kRefill) {
+      ASSIGN_OR_RETURN(current, RegisteredInstance(core, bookie_id));
+      if (!RecordsEarlierInstance(md, bookie_id, current->instance_id)) {
+        return absl::NotFoundError(absl::StrCat(Describe(md),
+                                                " records no earlier instance of bookie ",
+                                                bookie_id, " than its current one, ",
+                                                current->instance_id));
+      }
+      core.pool.Learn(current->bookie_id, current->address);
+    }
     if (md.state() != meta::v1::CLOSED) {
       return absl::FailedPreconditionError(absl::StrCat(
           Describe(md), " is not CLOSED: its writer replaces failed bookies itself (recover "
@@ -257,13 +310,22 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedgerLogging(
       const auto named = std::find(segment.bookies().begin(), segment.bookies().end(), bookie_id);
       if (named == segment.bookies().end()) continue;
       const int index = static_cast<int>(named - segment.bookies().begin());
+      absl::StatusOr<BookieInfo> chosen;
+      absl::StatusOr<int64_t> copied;
+      if (mode == Mode::kRefill) {
+        // Only segments that recorded an earlier instance: their copies
+        // are gone. One that recorded none ("") is never judged stale.
+        if (!IsEarlierInstance(segment, index, current->instance_id)) continue;
+        chosen = *current;
+        bool to_failed = false;
+        copied = CopySlot(core, md, s, index, *chosen, keep_going, &to_failed, repairs,
+                          "re-provisioned bookie");
+      }
       absl::flat_hash_set<std::string> exclude(segment.bookies().begin(), segment.bookies().end());
       // A replacement that fails its adds (down, read-only, just restarted
       // and not reachable yet) is passed over for another.
-      absl::StatusOr<BookieInfo> chosen;
-      absl::StatusOr<int64_t> copied;
       std::string failed_before;  // the replacements passed over
-      for (int tries = 0; tries < kReplacementTries; ++tries) {
+      for (int tries = 0; mode == Mode::kReplace && tries < kReplacementTries; ++tries) {
         auto before = earlier.find(s);
         std::optional<BookieInfo> again;
         if (tries == 0 && before != earlier.end() && !exclude.contains(before->second.bookie_id)) {
@@ -335,14 +397,13 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedgerLogging(
   }
 }
 
-}  // namespace
-
-absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64_t id,
-                                                        const std::string& bookie_id,
-                                                        const std::function<bool()>& keep_going) {
+// Either mode, with the corrupt copies it met reported.
+absl::StatusOr<ReplicationResult> RunReporting(ClientCore& core, uint64_t id,
+                                               const std::string& bookie_id, Mode mode,
+                                               const std::function<bool()>& keep_going) {
   RepairLog repairs;
   absl::StatusOr<ReplicationResult> result =
-      ReplaceBookieInLedgerLogging(core, id, bookie_id, keep_going, &repairs);
+      ReplaceBookieInLedgerLogging(core, id, bookie_id, mode, keep_going, &repairs);
   if (repairs.copies.empty()) return result;
   CorruptRepairs summary = repairs.Summary(id);
   if (result.ok()) {
@@ -353,6 +414,20 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64
   return absl::Status(result.status().code(),
                       absl::StrCat(result.status().message(), " (before that: ",
                                    absl::StrJoin(summary.lines, "; "), ")"));
+}
+
+}  // namespace
+
+absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(ClientCore& core, uint64_t id,
+                                                        const std::string& bookie_id,
+                                                        const std::function<bool()>& keep_going) {
+  return RunReporting(core, id, bookie_id, Mode::kReplace, keep_going);
+}
+
+absl::StatusOr<ReplicationResult> RefillBookieInLedger(ClientCore& core, uint64_t id,
+                                                       const std::string& bookie_id,
+                                                       const std::function<bool()>& keep_going) {
+  return RunReporting(core, id, bookie_id, Mode::kRefill, keep_going);
 }
 
 }  // namespace ledgerkv::ledger

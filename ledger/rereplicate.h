@@ -31,11 +31,13 @@ struct CorruptRepairs {
 };
 
 struct ReplicationResult {
-  // Segments whose ensemble named the bookie, now naming a replacement.
+  // Segments whose ensemble named the bookie, now naming a replacement (a
+  // refill: segments that recorded an earlier instance, now its current one).
   int segments_changed = 0;
   // Entry copies written to replacements.
   int64_t entries_copied = 0;
-  // The replacement of each changed segment, in segment order.
+  // The replacement of each changed segment, in segment order (a refill:
+  // the refilled bookie).
   std::vector<std::string> replacements;
   CorruptRepairs corrupt;
 };
@@ -67,6 +69,25 @@ struct ReplicationResult {
 // false stops the run with CANCELLED, having named nothing (a caller that is
 // shutting down need not wait for a whole ledger's copy).
 absl::StatusOr<ReplicationResult> ReplaceBookieInLedger(
+    ClientCore& core, uint64_t id, const std::string& bookie_id,
+    const std::function<bool()>& keep_going = nullptr);
+
+// Refills bookie `bookie_id` in CLOSED ledger `id`: the bookie is registered
+// as another instance than the one some of the ledger's segments recorded
+// for it (its data directory was re-provisioned under the same id, after
+// its cookie was deleted), so the copies those segments name are gone. For
+// each such segment, every entry of the write sets holding the bookie's
+// ensemble index is read, verified, from the other replicas and added to
+// the bookie's current instance byte for byte with the recovery flag; then
+// one metadata CAS records the current instance id in those segments.
+// Nothing moves to another bookie: ensembles stay as they are, so this
+// needs no spare. Segments that recorded no instance ("") are left.
+// Errors and corrupt copies met on the way: as ReplaceBookieInLedger's,
+// except that NOT_FOUND means no such ledger, or no segment records another
+// instance of the bookie (also when a concurrent run refilled it first),
+// and UNAVAILABLE also means the bookie is not registered (one that is
+// gone is replaced, not refilled) or its registration names no instance.
+absl::StatusOr<ReplicationResult> RefillBookieInLedger(
     ClientCore& core, uint64_t id, const std::string& bookie_id,
     const std::function<bool()>& keep_going = nullptr);
 

@@ -837,6 +837,11 @@ void ClusterServer::AuditLoop() {
                        " entries copied); ", pass->ledgers_not_closed,
                        " open ledger(s) still name them"));
     }
+    if (pass->ledgers_refilled > 0) {
+      Log(absl::StrCat("ledger audit: ", pass->ledgers_refilled,
+                       " closed ledger(s) refilled onto re-provisioned bookie(s) ",
+                       absl::StrJoin(pass->reprovisioned, ", ")));
+    }
   }
 }
 
