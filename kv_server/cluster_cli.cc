@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,13 +20,18 @@
 namespace ledgerkv::kv {
 
 const char kClusterCliUsage[] =
-    "  cluster --metadata URI [--cluster NAME] [-o text|json] status\n"
-    "      the cluster as the metadata store records it: controller, bookies (up, down,\n"
-    "      read-only; how many ledgers name each), servers and how many ranges each is\n"
+    "  cluster --metadata URI [--cluster NAME] [-o text|json] <status |\n"
+    "         delete-cookie BOOKIE_ID>\n"
+    "      status: the cluster as the metadata store records it: controller, bookies\n"
+    "      (up, down, read-only; how many ledgers name each, and how many recorded an\n"
+    "      earlier instance of it: to_refill), servers and how many ranges each is\n"
     "      assigned, every range of every table with its owner, epoch and whether the\n"
     "      owner is registered, and orphan assignments. One line per item (-o json: one\n"
-    "      JSON object). URI: etcd://HOST:PORT or embedded:///DIR (an existing embedded\n"
-    "      store, not open in another process).\n";
+    "      JSON object). delete-cookie: let a bookie that is down rejoin under its id\n"
+    "      with a new, empty data directory (its disk replaced); refused while it is\n"
+    "      registered. The controller then refills it with what its earlier instance\n"
+    "      held. URI: etcd://HOST:PORT or embedded:///DIR (an existing embedded store,\n"
+    "      not open in another process).\n";
 
 namespace {
 
@@ -71,6 +77,11 @@ struct Bookie {
   bool registered = false;
   bool read_only = false;
   int ledgers = 0;  // ledgers whose metadata names it (any state)
+  std::string instance;  // the instance it is registered as
+  // Ledgers (any state) that recorded an earlier instance of it: their
+  // copies there are gone until refilled (docs/ledger-protocol.md,
+  // "Refilling a re-provisioned bookie").
+  int to_refill = 0;
 
   const char* State() const {
     if (!registered) return "down";
@@ -146,6 +157,7 @@ absl::Status Read(metadata::MetadataStore* store, const std::string& cluster, Cl
     bookie.address = reg.address();
     bookie.registered = true;
     bookie.read_only = reg.read_only();
+    bookie.instance = reg.instance_id();
   });
   if (!status.ok()) return status;
 
@@ -160,6 +172,17 @@ absl::Status Read(metadata::MetadataStore* store, const std::string& cluster, Cl
     meta::LedgerMetadata ledger;
     if (!ledger.ParseFromString(kv.value)) return bad(kv);
     for (const std::string& id : ledger::BookiesNamed(ledger)) ++view->bookies[id].ledgers;
+    std::set<std::string> stale;
+    for (const meta::Segment& segment : ledger.segments()) {
+      for (int i = 0; i < segment.bookies_size(); ++i) {
+        auto b = view->bookies.find(segment.bookies(i));
+        if (b != view->bookies.end() && !b->second.instance.empty() &&
+            ledger::IsEarlierInstance(segment, i, b->second.instance)) {
+          stale.insert(b->first);
+        }
+      }
+    }
+    for (const std::string& id : stale) ++view->bookies[id].to_refill;
   });
   if (!status.ok()) return status;
 
@@ -220,7 +243,8 @@ std::string Text(const ClusterView& view) {
   absl::StrAppend(&s, "bookies: ", up, " up, ", down, " down\n");
   for (const auto& [id, b] : view.bookies) {
     absl::StrAppend(&s, "bookie ", E(id), " ", b.address.empty() ? "-" : E(b.address), " ",
-                    b.State(), " ledgers=", b.ledgers, "\n");
+                    b.State(), " ledgers=", b.ledgers,
+                    b.to_refill > 0 ? absl::StrCat(" to_refill=", b.to_refill) : "", "\n");
   }
   absl::StrAppend(&s, "servers: ", view.servers.size(), "\n");
   for (const Server& server : view.servers) {
@@ -273,7 +297,8 @@ std::string Json(const ClusterView& view) {
   for (const auto& [id, b] : view.bookies) {
     sep(&s, &first);
     absl::StrAppend(&s, "{\"id\":", Q(id), ",\"address\":", Q(b.address), ",\"state\":\"",
-                    b.State(), "\",\"ledgers\":", b.ledgers, "}");
+                    b.State(), "\",\"ledgers\":", b.ledgers, ",\"to_refill\":", b.to_refill,
+                    "}");
   }
   first = true;
   absl::StrAppend(&s, "],\"servers\":[");
@@ -321,15 +346,17 @@ std::string Json(const ClusterView& view) {
   return s;
 }
 
-// A parsed command line: `[-o text|json] status`.
-struct StatusCommand {
+// A parsed command line: `[-o text|json] status` or `delete-cookie B`.
+struct Command {
+  std::string verb;  // "status" or "delete-cookie"
   bool json = false;
+  std::string bookie;  // delete-cookie's
 };
 
 // Parses `command`. On a usage error appends the message to o.err and
 // returns nullopt.
-std::optional<StatusCommand> Parse(const std::vector<std::string>& command, Output& o) {
-  StatusCommand parsed;
+std::optional<Command> Parse(const std::vector<std::string>& command, Output& o) {
+  Command parsed;
   std::vector<std::string> positional;
   for (size_t i = 0; i < command.size(); ++i) {
     const std::string& a = command[i];
@@ -355,19 +382,26 @@ std::optional<StatusCommand> Parse(const std::vector<std::string>& command, Outp
     o.Usage("missing command");
     return std::nullopt;
   }
-  if (positional[0] != "status") {
+  parsed.verb = positional[0];
+  if (parsed.verb != "status" && parsed.verb != "delete-cookie") {
     o.Usage(absl::StrCat("unknown command \"", E(positional[0]), "\""));
     return std::nullopt;
   }
-  if (positional.size() != 1) {
-    o.Usage(absl::StrCat("status: unexpected argument \"", E(positional[1]), "\""));
+  const size_t args = parsed.verb == "status" ? 0 : 1;
+  if (positional.size() > args + 1) {
+    o.Usage(absl::StrCat(parsed.verb, ": unexpected argument \"", E(positional[args + 1]), "\""));
     return std::nullopt;
   }
+  if (positional.size() < args + 1 || (args == 1 && positional[1].empty())) {
+    o.Usage(absl::StrCat(parsed.verb, " needs a bookie id"));
+    return std::nullopt;
+  }
+  if (args == 1) parsed.bookie = positional[1];
   return parsed;
 }
 
 int RunStatus(metadata::MetadataStore* store, const std::string& cluster,
-              const StatusCommand& command, Output& o) {
+              const Command& command, Output& o) {
   ClusterView view;
   absl::Status read = Read(store, cluster, &view);
   if (!read.ok()) return o.Fail(read);
@@ -376,14 +410,60 @@ int RunStatus(metadata::MetadataStore* store, const std::string& cluster,
   return view.bad_records.empty() ? 0 : kClusterCliExitFailure;
 }
 
+// `delete-cookie B`: the cookie keeps a wiped data directory from joining
+// under B's id; deleting it is how an operator says the disk was replaced
+// on purpose. Refused while B is registered: a running bookie's cookie
+// gone would let another directory join under its id once it stops. (An
+// old directory started after this refuses to start by itself: its
+// REGISTERED file finds no cookie.)
+int RunDeleteCookie(metadata::MetadataStore* store, const std::string& cluster,
+                    const std::string& bookie, Output& o) {
+  const metadata::Keys keys(cluster);
+  absl::StatusOr<metadata::VersionedValue> registered = store->Get(keys.Bookie(bookie));
+  if (registered.ok()) {
+    meta::BookieRegistration reg;
+    reg.ParseFromString(registered->value);
+    return o.Fail(absl::FailedPreconditionError(absl::StrCat(
+        "bookie ", E(bookie), " is registered (running at ", E(reg.address()),
+        "): stop it first; its cookie is deleted only while it is down")));
+  }
+  if (!absl::IsNotFound(registered.status())) return o.Fail(registered.status());
+  absl::StatusOr<metadata::VersionedValue> cookie = store->Get(keys.Cookie(bookie));
+  if (absl::IsNotFound(cookie.status())) {
+    return o.Fail(absl::NotFoundError(absl::StrCat("cluster ", E(cluster),
+                                                   " has no cookie for bookie ", E(bookie),
+                                                   ": a mistyped id, or another --cluster?")));
+  }
+  if (!cookie.ok()) return o.Fail(cookie.status());
+  meta::BookieRegistration record;
+  const std::string instance =
+      record.ParseFromString(cookie->value) ? record.instance_id() : "(unparsable)";
+  // Against the version read: a bookie that registered meanwhile rewrote
+  // nothing here, but a concurrent delete-cookie and restart might have.
+  if (absl::Status deleted = store->Delete(keys.Cookie(bookie), cookie->version); !deleted.ok()) {
+    return o.Fail(deleted);
+  }
+  absl::StrAppend(o.out, "deleted the cookie of bookie ", E(bookie), " (instance ", E(instance),
+                  "); started with an empty data directory it joins as a new instance, and "
+                  "the controller copies back onto it what the closed ledgers held on this "
+                  "one (or: ledgerkv ledger refill --all --bookie ", E(bookie), ")\n");
+  return 0;
+}
+
+int RunCommand(metadata::MetadataStore* store, const std::string& cluster,
+               const Command& command, Output& o) {
+  if (command.verb == "delete-cookie") return RunDeleteCookie(store, cluster, command.bookie, o);
+  return RunStatus(store, cluster, command, o);
+}
+
 }  // namespace
 
 int RunClusterCommand(metadata::MetadataStore* store, const std::string& cluster,
                       const std::vector<std::string>& command, std::string* out, std::string* err) {
   Output o{out, err};
-  std::optional<StatusCommand> parsed = Parse(command, o);
+  std::optional<Command> parsed = Parse(command, o);
   if (!parsed) return kClusterCliExitUsage;
-  return RunStatus(store, cluster, *parsed, o);
+  return RunCommand(store, cluster, *parsed, o);
 }
 
 int RunClusterCli(const std::vector<std::string>& args, const metadata::OpenStoreOptions& options,
@@ -407,14 +487,14 @@ int RunClusterCli(const std::vector<std::string>& args, const metadata::OpenStor
   if (metadata_uri.empty()) return o.Usage("--metadata is required");
   if (cluster.empty()) return o.Usage("--cluster must not be empty");
   // Before connecting: a usage error must not wait for an unreachable store.
-  std::optional<StatusCommand> parsed = Parse(command, o);
+  std::optional<Command> parsed = Parse(command, o);
   if (!parsed) return kClusterCliExitUsage;
   // A mistyped embedded:// directory must not become a new, empty store.
   metadata::OpenStoreOptions open = options;
   open.embedded.must_exist = true;
   auto store = metadata::OpenMetadataStore(metadata_uri, open);
   if (!store.ok()) return o.Fail(store.status());
-  return RunStatus(store->get(), cluster, *parsed, o);
+  return RunCommand(store->get(), cluster, *parsed, o);
 }
 
 int RunClusterCli(const std::vector<std::string>& args) {

@@ -339,6 +339,54 @@ TEST_F(ClusterCliTest, CliOnEmbeddedUriAfterTheWritersStopped) {
   EXPECT_THAT(json.out, StartsWith("{\"controller\":null,\"bookies\":[],"));
 }
 
+// A bookie re-provisioned under its id: the ledgers that recorded its
+// earlier instance are counted as to_refill (text: only when any; JSON:
+// always), ledgers recording its current one are not.
+TEST_F(ClusterCliTest, LedgersThatRecordedAnEarlierInstanceAreCountedToRefill) {
+  meta::LedgerMetadata ledger;
+  ledger.set_id(13);
+  ledger.set_state(meta::CLOSED);
+  meta::Segment* segment = ledger.add_segments();
+  for (const char* b : {"b1", "b2"}) segment->add_bookies(b);
+  segment->add_bookie_instances("instance-b1-before-its-disk-was-replaced");
+  segment->add_bookie_instances("instance-b2");
+  Put(keys_.Ledger(13), ledger.SerializeAsString());
+  ledger.set_id(14);
+  ledger.mutable_segments(0)->set_bookie_instances(0, "instance-b1");
+  Put(keys_.Ledger(14), ledger.SerializeAsString());
+
+  Result r = Command(store_.get(), {"status"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("bookie b1 127.0.0.1:4001 up ledgers=4 to_refill=1\n"));
+  EXPECT_THAT(r.out, HasSubstr("bookie b2 127.0.0.1:4002 read-only ledgers=3\n"));
+  Result json = Command(store_.get(), {"-o", "json", "status"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_THAT(json.out, HasSubstr("\"id\":\"b1\",\"address\":\"127.0.0.1:4001\",\"state\":\"up\","
+                                  "\"ledgers\":4,\"to_refill\":1}"));
+}
+
+// delete-cookie lets a bookie that is down rejoin with a new disk; it is
+// refused for a running bookie (whose cookie stays), and for an id the
+// cluster has no cookie for.
+TEST_F(ClusterCliTest, DeleteCookieOnlyForABookieThatIsDown) {
+  Result running = Command(store_.get(), {"delete-cookie", "b1"});
+  EXPECT_EQ(running.code, kClusterCliExitFailure);
+  EXPECT_THAT(running.err, HasSubstr("bookie b1 is registered (running at 127.0.0.1:4001)"));
+  EXPECT_TRUE(store_->Get(keys_.Cookie("b1")).ok());
+
+  Result down = Command(store_.get(), {"delete-cookie", "b3"});
+  EXPECT_EQ(down.code, 0) << down.err;
+  EXPECT_THAT(down.out, HasSubstr("deleted the cookie of bookie b3 (instance instance-b3)"));
+  EXPECT_TRUE(absl::IsNotFound(store_->Get(keys_.Cookie("b3")).status()));
+
+  Result again = Command(store_.get(), {"delete-cookie", "b3"});
+  EXPECT_EQ(again.code, kClusterCliExitFailure);
+  EXPECT_THAT(again.err, HasSubstr("has no cookie for bookie b3"));
+  Result other = Command(store_.get(), {"delete-cookie", "b2"}, "another-cluster");
+  EXPECT_EQ(other.code, kClusterCliExitFailure);
+  EXPECT_TRUE(store_->Get(keys_.Cookie("b2")).ok());
+}
+
 TEST(ClusterCli, UsageErrorsExitTwoWithoutTouchingTheStore) {
   // An unreachable etcd with the default 5 s dial timeout: a usage error
   // must be reported before connecting.
@@ -355,6 +403,9 @@ TEST(ClusterCli, UsageErrorsExitTwoWithoutTouchingTheStore) {
       {"--metadata", unreachable, "-o", "yaml", "status"},
       {"--metadata", unreachable, "status", "-o"},
       {"--metadata", unreachable, "--verbose", "status"},
+      {"--metadata", unreachable, "delete-cookie"},  // no bookie id
+      {"--metadata", unreachable, "delete-cookie", ""},
+      {"--metadata", unreachable, "delete-cookie", "b1", "b2"},
   };
   for (const auto& args : bad) {
     Result r = Cli(args);

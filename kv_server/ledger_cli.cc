@@ -443,7 +443,7 @@ int Refill(metadata::MetadataStore* store, const std::string& cluster,
     if (!listed.ok()) return o.Fail(listed.status());
     ids = *std::move(listed);
   }
-  int refilled = 0, failed = 0;
+  int refilled = 0, current = 0, failed = 0;
   for (uint64_t ledger_id : ids) {
     auto result = (*client)->RefillBookie(ledger_id, c.bookie);
     if (result.ok()) {
@@ -452,12 +452,27 @@ int Refill(metadata::MetadataStore* store, const std::string& cluster,
                       Plural(result->segments_changed, "segment"), ", ", result->entries_copied,
                       result->entries_copied == 1 ? " entry" : " entries", " copied back\n");
       PrintCorruptCopies(ledger_id, result->corrupt, o);
-    } else if (absl::IsNotFound(result.status()) &&
-               (*client)->GetLedgerMetadata(ledger_id).ok()) {
+      if (flush) flush();
+      continue;
+    }
+    absl::StatusOr<LedgerMetadata> now = absl::IsNotFound(result.status())
+                                             ? (*client)->GetLedgerMetadata(ledger_id)
+                                             : absl::StatusOr<LedgerMetadata>(result.status());
+    if (now.ok() && !c.all && !NamesBookie(*now, c.bookie)) {
+      // A ledger id given that does not name B is the operator's mistake
+      // (with --all, one moved off B meanwhile is done).
+      ++failed;
+      absl::StrAppend(o.err, "ledgerkv ledger: ledger ", ledger_id, " does not name bookie ",
+                      c.bookie, "\n");
+    } else if (now.ok()) {
       // Nothing recorded on an earlier instance (a concurrent run, or an
-      // earlier run whose last reply was lost): done.
-      absl::StrAppend(o.out, "ledger ", ledger_id, ": nothing to refill (",
-                      result.status().message(), ")\n");
+      // earlier run whose last reply was lost): done. Only counted with
+      // --all, where most ledgers naming B usually are so.
+      ++current;
+      if (!c.all) {
+        absl::StrAppend(o.out, "ledger ", ledger_id, ": nothing to refill (",
+                        result.status().message(), ")\n");
+      }
     } else if (c.all && absl::IsNotFound(result.status())) {
       absl::StrAppend(o.out, "ledger ", ledger_id, ": deleted meanwhile\n");
     } else {
@@ -469,7 +484,7 @@ int Refill(metadata::MetadataStore* store, const std::string& cluster,
   }
   if (c.all) {
     absl::StrAppend(o.out, Plural(refilled, "ledger"), " refilled onto bookie ", c.bookie, ", ",
-                    failed, " failed",
+                    current, " recording its current instance already, ", failed, " failed",
                     unreadable > 0 ? absl::StrCat(" (and ", unreadable, " unreadable)") : "",
                     "\n");
   }

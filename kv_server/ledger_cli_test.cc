@@ -435,8 +435,18 @@ TEST(LedgerCli, RefillCopiesBackWhatAReprovisionedBookieLost) {
   EXPECT_THAT(one.out, HasSubstr("1 entry copied back"));
   Result again = RunCli(*cluster, {"refill", "--all", "--bookie", bookie});
   EXPECT_EQ(again.code, 0) << again.err;
-  EXPECT_THAT(again.out, HasSubstr("nothing to refill"));
-  EXPECT_THAT(again.out, HasSubstr("0 ledgers refilled"));
+  EXPECT_THAT(again.out,
+              HasSubstr("0 ledgers refilled onto bookie " + bookie +
+                        ", 3 recording its current instance already, 0 failed"));
+  Result done = RunCli(*cluster, {"refill", absl::StrCat(closed[0]), "--bookie", bookie});
+  EXPECT_EQ(done.code, 0) << done.err;
+  EXPECT_THAT(done.out, HasSubstr("nothing to refill"));
+  // A ledger id given that does not name the bookie is a mistake, not done.
+  LKV_ASSERT_OK(cluster->AddBookie());
+  Result other =
+      RunCli(*cluster, {"refill", absl::StrCat(closed[0]), "--bookie", cluster->bookie_id(3)});
+  EXPECT_EQ(other.code, 1) << other.out;
+  EXPECT_THAT(other.err, HasSubstr("does not name bookie"));
   Result typo = RunCli(*cluster, {"refill", "--all", "--bookie", "nosuch:1"});
   EXPECT_EQ(typo.code, 1);
   EXPECT_THAT(typo.err, HasSubstr("not registered"));

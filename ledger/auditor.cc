@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
@@ -16,6 +17,12 @@
 #include "proto/metadata.pb.h"
 
 namespace ledgerkv::ledger {
+namespace {
+
+// Ends the key of a refill's failure in Auditor::failures_reported_.
+constexpr char kRefillSuffix[] = " refill";
+
+}  // namespace
 
 Auditor::Auditor(AuditorOptions options) : options_(std::move(options)) {}
 
@@ -77,6 +84,8 @@ absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
   }
 
   AuditResult result;
+  // Ledgers left because they are not CLOSED, each counted once.
+  absl::flat_hash_set<uint64_t> not_closed;
   for (auto it = missing_since_.begin(); it != missing_since_.end();) {
     auto next = std::next(it);
     if (!naming.contains(it->first)) missing_since_.erase(it);  // back, or named no more
@@ -96,7 +105,16 @@ absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
     if (now - since < options_.grace) continue;
     result.lost.push_back(bookie);
     lost.push_back(&bookie);
-    for (const auto& [id, closed] : named_by) result.ledgers_not_closed += !closed;
+    for (const auto& [id, closed] : named_by) {
+      if (!closed) not_closed.insert(id);
+    }
+  }
+  for (const auto& [bookie, named_by] : stale) {
+    result.reprovisioned.push_back(bookie);
+    // Its writer's next add there fails over (INSTANCE_MISMATCH).
+    for (const auto& [id, closed] : named_by) {
+      if (!closed) not_closed.insert(id);
+    }
   }
   // Registered bookies and missing ones are disjoint (`naming` holds only
   // unregistered ones). Missing ones still within their grace count: when
@@ -115,25 +133,29 @@ absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
     // bookie that answers, not an absence, and they copy only onto it.
     lost.clear();
   }
-  // This pass's; a pass asked to stop keeps the last complete one's.
+  // This pass's; a pass asked to stop keeps the last complete one's. A
+  // held-off pass tried no replacement: their failures stay reported.
   absl::flat_hash_map<std::string, std::string> failures;
+  if (!result.held_off.empty()) {
+    for (const auto& [key, why] : failures_reported_) {
+      if (!absl::EndsWith(key, kRefillSuffix)) failures.emplace(key, why);
+    }
+  }
   const bool completed = [&] {
     for (const std::string* bookie : lost) {
       for (const auto& [id, closed] : naming[*bookie]) {
         if (!closed) continue;  // counted above
-        if (!keep_going() || !CopyOne(id, *bookie, false, keep_going, &result, &failures)) {
+        if (!keep_going() ||
+            !CopyOne(id, *bookie, false, keep_going, &result, &failures, &not_closed)) {
           return false;
         }
       }
     }
     for (const auto& [bookie, named_by] : stale) {
-      result.reprovisioned.push_back(bookie);
       for (const auto& [id, closed] : named_by) {
-        if (!closed) {
-          ++result.ledgers_not_closed;  // its writer's next add there fails over
-          continue;
-        }
-        if (!keep_going() || !CopyOne(id, bookie, true, keep_going, &result, &failures)) {
+        if (!closed) continue;  // counted above
+        if (!keep_going() ||
+            !CopyOne(id, bookie, true, keep_going, &result, &failures, &not_closed)) {
           return false;
         }
       }
@@ -141,20 +163,22 @@ absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
     return true;
   }();
   if (completed) failures_reported_.swap(failures);
+  result.ledgers_not_closed = static_cast<int>(not_closed.size());
   return result;
 }
 
 bool Auditor::CopyOne(uint64_t id, const std::string& bookie, bool refill,
                       const std::function<bool()>& keep_going, AuditResult* result,
-                      absl::flat_hash_map<std::string, std::string>* failures) {
+                      absl::flat_hash_map<std::string, std::string>* failures,
+                      absl::flat_hash_set<uint64_t>* not_closed) {
   absl::StatusOr<ReplicationResult> done =
       refill ? options_.client->RefillBookie(id, bookie, keep_going)
              : options_.client->ReplaceBookie(id, bookie, keep_going);
   if (absl::IsCancelled(done.status())) return false;  // asked to stop
-  const std::string key = absl::StrCat(id, " ", bookie, refill ? " refill" : "");
+  const std::string key = absl::StrCat(id, " ", bookie, refill ? kRefillSuffix : "");
   if (done.ok()) {
     ++(refill ? result->ledgers_refilled : result->ledgers_replaced);
-    result->entries_copied += done->entries_copied;
+    (refill ? result->entries_refilled : result->entries_copied) += done->entries_copied;
     result->lines.push_back(
         refill ? absl::StrCat("ledger ", id, ": bookie ", bookie,
                               " was re-provisioned (its earlier instance's copies are gone): ",
@@ -168,7 +192,7 @@ bool Auditor::CopyOne(uint64_t id, const std::string& bookie, bool refill,
   } else if (absl::IsNotFound(done.status())) {
     // Deleted meanwhile, or replaced or refilled by someone else.
   } else if (absl::IsFailedPrecondition(done.status())) {
-    ++result->ledgers_not_closed;  // reopened for recovery meanwhile
+    not_closed->insert(id);  // reopened for recovery meanwhile
   } else {
     ++result->ledgers_failed;
     std::string why = done.status().ToString();

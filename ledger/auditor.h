@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
@@ -65,14 +66,16 @@ struct AuditResult {
   int64_t corrupt_copies_unrepaired = 0;
   // Registered bookies, sorted, that some ledger's segments recorded as an
   // earlier instance (re-provisioned under their id, after their cookie
-  // was deleted: those copies are gone), and the CLOSED ledgers whose
-  // copies there were copied back onto the current instance
+  // was deleted: those copies are gone; all of them, even in a pass asked
+  // to stop), and the CLOSED ledgers whose copies there were copied back
+  // onto the current instance, and how many entry copies that took
   // (LedgerClient::RefillBookie; no grace: the registration shows the old
-  // copies gone, and the bookie is up to take them). Their entry copies
-  // count in entries_copied.
+  // copies gone, and the bookie is up to take them).
   std::vector<std::string> reprovisioned;
   int ledgers_refilled = 0;
-  // Ledgers naming a lost (or re-provisioned) bookie that this pass left: OPEN or IN_RECOVERY
+  int64_t entries_refilled = 0;
+  // Ledgers naming a lost (or re-provisioned) bookie that this pass left,
+  // each counted once: OPEN or IN_RECOVERY
   // ones (a writer's ensemble change covers only the entries it adds from
   // then on; those already added stay a copy short until the ledger is
   // closed, by its writer or by recovery, and a later pass takes it; a KV
@@ -114,9 +117,11 @@ class Auditor {
  private:
   // Replaces (or refills) `bookie` in ledger `id`, counting the outcome in
   // *result and a failure in *failures. False: asked to stop.
+  // A ledger left because it is not CLOSED goes into *not_closed.
   bool CopyOne(uint64_t id, const std::string& bookie, bool refill,
                const std::function<bool()>& keep_going, AuditResult* result,
-               absl::flat_hash_map<std::string, std::string>* failures);
+               absl::flat_hash_map<std::string, std::string>* failures,
+               absl::flat_hash_set<uint64_t>* not_closed);
 
   AuditorOptions options_;
   absl::flat_hash_map<std::string, absl::Time> missing_since_;

@@ -184,14 +184,19 @@ class TestCluster {
   // it, wipes its data directory, deletes its cookie by hand, and starts it
   // again under the same id and address: a new instance, holding nothing.
   absl::Status ReprovisionBookie(int i) {
+    RETURN_IF_ERROR(WipeBookie(i));
+    return RestartBookie(i);
+  }
+
+  // The first half of ReprovisionBookie: stopped, wiped, its cookie gone.
+  absl::Status WipeBookie(int i) {
     StopBookie(i);
     std::error_code error;
     std::filesystem::remove_all(bookies_[i].data_dir, error);
     if (error) return absl::InternalError("wiping " + bookies_[i].data_dir + ": " + error.message());
     const std::string cookie = metadata::Keys("default").Cookie(bookies_[i].id);
     ASSIGN_OR_RETURN(metadata::VersionedValue got, store_->Get(cookie));
-    RETURN_IF_ERROR(store_->Delete(cookie, got.version));
-    return RestartBookie(i);
+    return store_->Delete(cookie, got.version);
   }
 
   // Starts bookie i again with its id and data directory but on a new port:

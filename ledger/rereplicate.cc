@@ -33,16 +33,20 @@ constexpr int kReplacementTries = 3;
 
 // Adds `entries` (raw, as read) to `bookie` with the recovery flag, in
 // requests bounded like a writer's; every one must be stored. `role` names
-// the bookie in errors.
+// the bookie in errors. `wait_for_ready`: each request waits (until its
+// deadline) for a channel that is backing off after a failed connection,
+// rather than failing at once: for a bookie known to be up that may have
+// restarted at the address this client last saw it go down.
 absl::Status CopyTo(ClientCore& core, const BookieInfo& bookie,
                     const std::vector<bookie::v1::Entry>& entries,
-                    const char* role = "replacement bookie") {
+                    const char* role = "replacement bookie", bool wait_for_ready = false) {
   size_t i = 0;
   while (i < entries.size()) {
     auto gather = AddGather::Make();
     AddGather::Call* call = gather->Add(0, bookie.bookie_id);
     call->request.set_expected_instance_id(bookie.instance_id);
     call->request.set_recovery(true);
+    if (wait_for_ready) call->ctx.set_wait_for_ready(true);
     int64_t bytes = 0;
     for (; i < entries.size(); ++i) {
       const int64_t size = static_cast<int64_t>(entries[i].payload().size());
@@ -172,7 +176,8 @@ void RepairCorruptCopies(ClientCore& core, const meta::v1::LedgerMetadata& md, i
 absl::StatusOr<int64_t> CopySlot(ClientCore& core, const meta::v1::LedgerMetadata& md, int s,
                                  int index, const BookieInfo& bookie,
                                  const std::function<bool()>& keep_going, bool* to_failed,
-                                 RepairLog* repairs, const char* role = "replacement bookie") {
+                                 RepairLog* repairs, const char* role = "replacement bookie",
+                                 bool wait_for_ready = false) {
   *to_failed = false;
   const int E = md.ensemble_size(), Qw = md.write_quorum();
   const int64_t first = md.segments(s).first_entry_id();
@@ -210,7 +215,8 @@ absl::StatusOr<int64_t> CopySlot(ClientCore& core, const meta::v1::LedgerMetadat
     for (int64_t e = lo; e <= hi; ++e) {
       if (ours(e)) mine.push_back(std::move((*read)[static_cast<size_t>(e - lo)]));
     }
-    if (absl::Status written = CopyTo(core, bookie, mine, role); !written.ok()) {
+    if (absl::Status written = CopyTo(core, bookie, mine, role, wait_for_ready);
+        !written.ok()) {
       *to_failed = true;
       return written;
     }
@@ -281,6 +287,7 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedgerLogging(
   // attempt writes to it again (the same bytes), rather than leaving
   // unnamed copies on one more bookie.
   absl::flat_hash_map<int, BookieInfo> earlier;
+  const char* const doing = mode == Mode::kReplace ? "replacing" : "refilling";
   for (int attempt = 0;; ++attempt) {
     ASSIGN_OR_RETURN(VersionedLedger loaded, LoadLedger(core, id));
     const meta::v1::LedgerMetadata& md = loaded.metadata;
@@ -318,8 +325,10 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedgerLogging(
         if (!IsEarlierInstance(segment, index, current->instance_id)) continue;
         chosen = *current;
         bool to_failed = false;
+        // Registered, so up: a channel of this client's that saw it go
+        // down (before its re-provisioning) may still be backing off.
         copied = CopySlot(core, md, s, index, *chosen, keep_going, &to_failed, repairs,
-                          "re-provisioned bookie");
+                          "re-provisioned bookie", /*wait_for_ready=*/true);
       }
       absl::flat_hash_set<std::string> exclude(segment.bookies().begin(), segment.bookies().end());
       // A replacement that fails its adds (down, read-only, just restarted
@@ -379,19 +388,19 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedgerLogging(
     if (absl::IsNotFound(reread.status())) return reread.status();  // deleted meanwhile
     if (!reread.ok()) {
       return absl::UnavailableError(absl::StrCat(
-          "replacing bookie ", bookie_id, " in ", Describe(md), ": ", stored.status().message(),
+          doing, " bookie ", bookie_id, " in ", Describe(md), ": ", stored.status().message(),
           "; whether the metadata now names the copies is unknown (reading it back: ",
           reread.status().message(), "); run again"));
     }
     if (!absl::IsAborted(stored.status()) && !absl::IsUnavailable(stored.status())) {
       return absl::Status(stored.status().code(),
-                          absl::StrCat("replacing bookie ", bookie_id, " in ", Describe(md), ": ",
+                          absl::StrCat(doing, " bookie ", bookie_id, " in ", Describe(md), ": ",
                                        stored.status().message()));
     }
     // Moved on (perhaps after ours landed): start over; a ledger that no
     // longer names the bookie then says NOT_FOUND.
     if (attempt + 1 >= kAttempts) {
-      return absl::UnavailableError(absl::StrCat("replacing bookie ", bookie_id, " in ledger ",
+      return absl::UnavailableError(absl::StrCat(doing, " bookie ", bookie_id, " in ledger ",
                                                  id, ": its metadata kept changing"));
     }
   }

@@ -516,5 +516,51 @@ TEST(LedgerRereplicationTest, RefusalsLeaveTheLedgerAsItWas) {
   EXPECT_EQ(still.ShortDebugString(), closed.ShortDebugString());
 }
 
+// A refill (rereplicate.h, RefillBookieInLedger) whose final CAS landed but
+// whose reply was lost finds it by reading back, as a replacement's does;
+// a segment that recorded no instance of the bookie ("": written before
+// instance ids were recorded) is never judged stale, so such a ledger has
+// nothing to refill.
+TEST(LedgerRereplicationTest, ARefillWhoseCasReplyWasLostIsFoundAndUnrecordedInstancesAreLeft) {
+  ScopedFaultPoints faults;
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 2; ++i) {
+    LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 3)));
+    for (const auto& r : AppendRange(*writer, 0, 9, 4)) LKV_ASSERT_OK(r);
+    LKV_ASSERT_OK(writer->Close());
+    ids.push_back(writer->id());
+  }
+  // The second ledger's metadata as an older writer wrote it: no instances.
+  const std::string key = metadata::Keys("default").Ledger(ids[1]);
+  LKV_ASSIGN_OR_FAIL(const auto stored, cluster->store()->Get(key));
+  meta::v1::LedgerMetadata unrecorded;
+  ASSERT_TRUE(unrecorded.ParseFromString(stored.value));
+  unrecorded.mutable_segments(0)->clear_bookie_instances();
+  LKV_ASSERT_OK(cluster->store()->Put(key, unrecorded.SerializeAsString(), stored.version).status());
+  const std::string bookie = cluster->bookie_id(0);
+  LKV_ASSERT_OK(cluster->ReprovisionBookie(0));
+
+  std::atomic<int> lost_replies{0};
+  FaultPoints::Get().Arm("ledger.rereplicate.reply_lost", [&](std::string_view) {
+    return lost_replies.fetch_add(1) == 0;
+  });
+  LKV_ASSIGN_OR_FAIL(auto result, client->RefillBookie(ids[0], bookie));
+  EXPECT_EQ(lost_replies.load(), 1);
+  EXPECT_EQ(result.segments_changed, 1);
+  EXPECT_EQ(result.entries_copied, 10);
+  EXPECT_EQ(result.replacements, std::vector<std::string>{bookie});
+  LKV_ASSIGN_OR_FAIL(const auto after, client->GetLedgerMetadata(ids[0]));
+  const auto& segment = after.segments(0);
+  for (int i = 0; i < segment.bookies_size(); ++i) {
+    if (segment.bookies(i) == bookie) {
+      EXPECT_EQ(InstanceOf(segment, i), cluster->bookie(0)->instance_id());
+    }
+  }
+  EXPECT_EQ(client->RefillBookie(ids[1], bookie).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(BookieInfo(cluster->address(0)).entries_added(), 10u) << "copied the other ledger";
+}
+
 }  // namespace
 }  // namespace ledgerkv::ledger

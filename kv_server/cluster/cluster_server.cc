@@ -835,12 +835,13 @@ void ClusterServer::AuditLoop() {
                        " closed ledger(s) moved off lost bookie(s) ",
                        absl::StrJoin(pass->lost, ", "), " (", pass->entries_copied,
                        " entries copied); ", pass->ledgers_not_closed,
-                       " open ledger(s) still name them"));
+                       " ledger(s) not closed left for now"));
     }
     if (pass->ledgers_refilled > 0) {
       Log(absl::StrCat("ledger audit: ", pass->ledgers_refilled,
                        " closed ledger(s) refilled onto re-provisioned bookie(s) ",
-                       absl::StrJoin(pass->reprovisioned, ", ")));
+                       absl::StrJoin(pass->reprovisioned, ", "), " (", pass->entries_refilled,
+                       " entries copied back)"));
     }
   }
 }

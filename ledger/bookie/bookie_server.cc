@@ -222,8 +222,9 @@ absl::Status BookieServer::CheckCookie() {
             "bookie ", bookie_id_, ": metadata cookie ", key, " names instance ",
             stored.instance_id(), " but data dir ", options_.data_dir, " holds instance ",
             instance_id_, ". The data directory was wiped or belongs to another bookie; a "
-            "bookie must not rejoin under the same id without its data (remove the cookie only "
-            "after its ledgers were re-replicated)"));
+            "bookie must not rejoin under the same id without its data. If its disk was "
+            "replaced on purpose, `ledgerkv cluster --metadata URI delete-cookie ", bookie_id_,
+            "` lets it rejoin empty, and the cluster then refills it"));
       }
       return remember();
     }
