@@ -397,6 +397,10 @@ std::optional<Command> Parse(const std::vector<std::string>& command, Output& o)
     return std::nullopt;
   }
   if (args == 1) parsed.bookie = positional[1];
+  if (parsed.json && parsed.verb != "status") {
+    o.Usage(absl::StrCat(parsed.verb, " prints text only"));
+    return std::nullopt;
+  }
   return parsed;
 }
 
@@ -410,23 +414,35 @@ int RunStatus(metadata::MetadataStore* store, const std::string& cluster,
   return view.bad_records.empty() ? 0 : kClusterCliExitFailure;
 }
 
+// The refusal of delete-cookie for a registered bookie.
+absl::Status StillRegistered(const std::string& bookie, const std::string& record) {
+  meta::BookieRegistration reg;
+  const std::string address =
+      reg.ParseFromString(record) ? E(reg.address()) : "an unparsable registration";
+  return absl::FailedPreconditionError(absl::StrCat(
+      "bookie ", E(bookie), " is registered (running at ", address,
+      "): stop it first; its cookie is deleted only while it is down (a bookie killed "
+      "without a shutdown stays registered until its etcd session expires, 10 s)"));
+}
+
 // `delete-cookie B`: the cookie keeps a wiped data directory from joining
 // under B's id; deleting it is how an operator says the disk was replaced
 // on purpose. Refused while B is registered: a running bookie's cookie
-// gone would let another directory join under its id once it stops. (An
-// old directory started after this refuses to start by itself: its
-// REGISTERED file finds no cookie.)
+// gone would let another directory join under its id once it stops. The
+// delete is one transaction on "B not registered, cookie as read", so a
+// bookie that registered meanwhile keeps its cookie. Not covered: a bookie
+// that checked its cookie and has yet to register (the window between two
+// metadata calls at its start), and one that runs on while its session
+// has lapsed; hence "stop it first". An old directory started after the
+// delete refuses to start by itself (its REGISTERED file finds no cookie),
+// except one from before that file existed, which writes a fresh cookie
+// with its old instance id: its copies are real, and the new disk is then
+// refused with a cookie mismatch.
 int RunDeleteCookie(metadata::MetadataStore* store, const std::string& cluster,
                     const std::string& bookie, Output& o) {
   const metadata::Keys keys(cluster);
   absl::StatusOr<metadata::VersionedValue> registered = store->Get(keys.Bookie(bookie));
-  if (registered.ok()) {
-    meta::BookieRegistration reg;
-    reg.ParseFromString(registered->value);
-    return o.Fail(absl::FailedPreconditionError(absl::StrCat(
-        "bookie ", E(bookie), " is registered (running at ", E(reg.address()),
-        "): stop it first; its cookie is deleted only while it is down")));
-  }
+  if (registered.ok()) return o.Fail(StillRegistered(bookie, registered->value));
   if (!absl::IsNotFound(registered.status())) return o.Fail(registered.status());
   absl::StatusOr<metadata::VersionedValue> cookie = store->Get(keys.Cookie(bookie));
   if (absl::IsNotFound(cookie.status())) {
@@ -438,10 +454,15 @@ int RunDeleteCookie(metadata::MetadataStore* store, const std::string& cluster,
   meta::BookieRegistration record;
   const std::string instance =
       record.ParseFromString(cookie->value) ? record.instance_id() : "(unparsable)";
-  // Against the version read: a bookie that registered meanwhile rewrote
-  // nothing here, but a concurrent delete-cookie and restart might have.
-  if (absl::Status deleted = store->Delete(keys.Cookie(bookie), cookie->version); !deleted.ok()) {
-    return o.Fail(deleted);
+  absl::StatusOr<metadata::TxnResult> deleted = store->Txn(
+      {{keys.Bookie(bookie), metadata::kMustNotExist}, {keys.Cookie(bookie), cookie->version}},
+      {{metadata::TxnOp::Type::kDelete, keys.Cookie(bookie)}});
+  if (!deleted.ok()) return o.Fail(deleted.status());
+  if (!deleted->succeeded) {
+    registered = store->Get(keys.Bookie(bookie));
+    if (registered.ok()) return o.Fail(StillRegistered(bookie, registered->value));
+    return o.Fail(absl::AbortedError(absl::StrCat(
+        "the cookie of bookie ", E(bookie), " changed while it was being deleted: run again")));
   }
   absl::StrAppend(o.out, "deleted the cookie of bookie ", E(bookie), " (instance ", E(instance),
                   "); started with an empty data directory it joins as a new instance, and "

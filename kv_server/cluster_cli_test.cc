@@ -354,15 +354,24 @@ TEST_F(ClusterCliTest, LedgersThatRecordedAnEarlierInstanceAreCountedToRefill) {
   ledger.set_id(14);
   ledger.mutable_segments(0)->set_bookie_instances(0, "instance-b1");
   Put(keys_.Ledger(14), ledger.SerializeAsString());
+  // Two segments that recorded an earlier b1 count once; b3 is down (no
+  // instance to compare with): never counted.
+  ledger.set_id(15);
+  ledger.mutable_segments(0)->set_bookie_instances(0, "instance-b1-before");
+  *ledger.add_segments() = ledger.segments(0);
+  ledger.mutable_segments(1)->set_bookies(1, "b3");
+  ledger.mutable_segments(1)->set_bookie_instances(1, "instance-b3-before");
+  Put(keys_.Ledger(15), ledger.SerializeAsString());
 
   Result r = Command(store_.get(), {"status"});
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("bookie b1 127.0.0.1:4001 up ledgers=4 to_refill=1\n"));
-  EXPECT_THAT(r.out, HasSubstr("bookie b2 127.0.0.1:4002 read-only ledgers=3\n"));
+  EXPECT_THAT(r.out, HasSubstr("bookie b1 127.0.0.1:4001 up ledgers=5 to_refill=2\n"));
+  EXPECT_THAT(r.out, HasSubstr("bookie b2 127.0.0.1:4002 read-only ledgers=4\n"));
+  EXPECT_THAT(r.out, HasSubstr("bookie b3 127.0.0.1:4003 down ledgers=2\n"));
   Result json = Command(store_.get(), {"-o", "json", "status"});
   ASSERT_EQ(json.code, 0) << json.err;
   EXPECT_THAT(json.out, HasSubstr("\"id\":\"b1\",\"address\":\"127.0.0.1:4001\",\"state\":\"up\","
-                                  "\"ledgers\":4,\"to_refill\":1}"));
+                                  "\"ledgers\":5,\"to_refill\":2}"));
 }
 
 // delete-cookie lets a bookie that is down rejoin with a new disk; it is
@@ -406,6 +415,7 @@ TEST(ClusterCli, UsageErrorsExitTwoWithoutTouchingTheStore) {
       {"--metadata", unreachable, "delete-cookie"},  // no bookie id
       {"--metadata", unreachable, "delete-cookie", ""},
       {"--metadata", unreachable, "delete-cookie", "b1", "b2"},
+      {"--metadata", unreachable, "-o", "json", "delete-cookie", "b1"},
   };
   for (const auto& args : bad) {
     Result r = Cli(args);

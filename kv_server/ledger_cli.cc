@@ -444,7 +444,8 @@ int Refill(metadata::MetadataStore* store, const std::string& cluster,
     ids = *std::move(listed);
   }
   int refilled = 0, current = 0, failed = 0;
-  for (uint64_t ledger_id : ids) {
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const uint64_t ledger_id = ids[k];
     auto result = (*client)->RefillBookie(ledger_id, c.bookie);
     if (result.ok()) {
       ++refilled;
@@ -455,32 +456,48 @@ int Refill(metadata::MetadataStore* store, const std::string& cluster,
       if (flush) flush();
       continue;
     }
-    absl::StatusOr<LedgerMetadata> now = absl::IsNotFound(result.status())
-                                             ? (*client)->GetLedgerMetadata(ledger_id)
-                                             : absl::StatusOr<LedgerMetadata>(result.status());
-    if (now.ok() && !c.all && !NamesBookie(*now, c.bookie)) {
-      // A ledger id given that does not name B is the operator's mistake
-      // (with --all, one moved off B meanwhile is done).
-      ++failed;
-      absl::StrAppend(o.err, "ledgerkv ledger: ledger ", ledger_id, " does not name bookie ",
-                      c.bookie, "\n");
-    } else if (now.ok()) {
-      // Nothing recorded on an earlier instance (a concurrent run, or an
-      // earlier run whose last reply was lost): done. Only counted with
-      // --all, where most ledgers naming B usually are so.
-      ++current;
-      if (!c.all) {
-        absl::StrAppend(o.out, "ledger ", ledger_id, ": nothing to refill (",
-                        result.status().message(), ")\n");
+    // NOT_FOUND: the ledger is gone, or records no earlier instance of B.
+    absl::Status failure = result.status();
+    if (absl::IsNotFound(result.status())) {
+      absl::StatusOr<LedgerMetadata> now = (*client)->GetLedgerMetadata(ledger_id);
+      if (now.ok() && !c.all && !NamesBookie(*now, c.bookie)) {
+        // A ledger id given that does not name B is the operator's mistake
+        // (with --all, one moved off B meanwhile is done).
+        failure = absl::NotFoundError(absl::StrCat("does not name bookie ", c.bookie));
+      } else if (now.ok()) {
+        // Nothing recorded on an earlier instance (a concurrent run, or an
+        // earlier run whose last reply was lost): done. Only counted with
+        // --all, where most ledgers naming B usually are so.
+        failure = absl::OkStatus();
+        ++current;
+        if (!c.all) {
+          absl::StrAppend(o.out, "ledger ", ledger_id, ": nothing to refill (",
+                          result.status().message(), ")\n");
+        }
+      } else if (c.all && absl::IsNotFound(now.status())) {
+        failure = absl::OkStatus();
+        absl::StrAppend(o.out, "ledger ", ledger_id, ": deleted meanwhile\n");
+      } else if (!absl::IsNotFound(now.status())) {
+        failure = now.status();
       }
-    } else if (c.all && absl::IsNotFound(result.status())) {
-      absl::StrAppend(o.out, "ledger ", ledger_id, ": deleted meanwhile\n");
-    } else {
+    }
+    if (!failure.ok()) {
       ++failed;
-      absl::StrAppend(o.err, "ledgerkv ledger: ledger ", ledger_id, ": ",
-                      result.status().ToString(), "\n");
+      absl::StrAppend(o.err, "ledgerkv ledger: ledger ", ledger_id, ": ", failure.ToString(),
+                      "\n");
     }
     if (flush) flush();
+    if (c.all && absl::IsUnavailable(failure)) {
+      // B (or a replica) cannot be reached now: each further ledger would
+      // wait out its deadline for the same answer.
+      const size_t left = ids.size() - k - 1;
+      if (left > 0) {
+        absl::StrAppend(o.err, "ledgerkv ledger: stopped; ", left,
+                        left == 1 ? " ledger" : " ledgers", " not tried (run again)\n");
+        failed += static_cast<int>(left);
+      }
+      break;
+    }
   }
   if (c.all) {
     absl::StrAppend(o.out, Plural(refilled, "ledger"), " refilled onto bookie ", c.bookie, ", ",

@@ -152,12 +152,25 @@ absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
       }
     }
     for (const auto& [bookie, named_by] : stale) {
+      // After one failed refill the bookie's other ledgers wait for the
+      // next pass: its adds wait for a channel up to their deadline, and a
+      // bookie registered but unreachable would cost that per ledger.
+      bool failed_here = false;
       for (const auto& [id, closed] : named_by) {
         if (!closed) continue;  // counted above
+        if (failed_here) {
+          ++result.ledgers_failed;
+          const std::string key = absl::StrCat(id, " ", bookie, kRefillSuffix);
+          auto known = failures_reported_.find(key);
+          failures[key] = known != failures_reported_.end() ? known->second : "not tried";
+          continue;
+        }
+        const int failed_before = result.ledgers_failed;
         if (!keep_going() ||
             !CopyOne(id, bookie, true, keep_going, &result, &failures, &not_closed)) {
           return false;
         }
+        failed_here = result.ledgers_failed > failed_before;
       }
     }
     return true;

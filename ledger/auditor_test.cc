@@ -249,6 +249,34 @@ TEST(AuditorTest, TooManyMissingBookiesHoldCopyingOffUntilFewerAreMissing) {
   EXPECT_EQ(bad.Pass(t0, kAlways).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A stuck replacement, logged once, stays logged once across a pass that
+// holds copying off: when copying resumes and fails the same way, no new
+// line (the operator reads one line per stuck ledger).
+TEST(AuditorTest, AFailureLoggedBeforeAHoldOffIsNotLoggedAgainWhenCopyingResumes) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+  for (const auto& r : AppendRange(*writer, 0, 9, 4)) LKV_ASSERT_OK(r);
+  LKV_ASSERT_OK(writer->Close());
+  cluster->StopBookie(0);  // no spare: its replacement fails
+
+  Auditor auditor({.client = client.get(), .store = cluster->store(), .grace = kGrace});
+  const absl::Time t0 = absl::Now();
+  LKV_ASSIGN_OR_FAIL(auto first, auditor.Pass(t0, kAlways));
+  LKV_ASSIGN_OR_FAIL(auto due, auditor.Pass(t0 + kGrace, kAlways));
+  EXPECT_EQ(due.ledgers_failed, 1);
+  EXPECT_EQ(due.lines.size(), 1u) << absl::StrJoin(due.lines, "\n");
+  cluster->StopBookie(1);  // two of three missing: held off
+  LKV_ASSIGN_OR_FAIL(auto held, auditor.Pass(t0 + kGrace + absl::Minutes(1), kAlways));
+  EXPECT_FALSE(held.held_off.empty());
+  EXPECT_TRUE(held.lines.empty()) << absl::StrJoin(held.lines, "\n");
+  LKV_ASSERT_OK(cluster->RestartBookie(1));
+  LKV_ASSIGN_OR_FAIL(auto resumed, auditor.Pass(t0 + kGrace + absl::Minutes(2), kAlways));
+  EXPECT_TRUE(resumed.held_off.empty()) << resumed.held_off;
+  EXPECT_EQ(resumed.ledgers_failed, 1);
+  EXPECT_TRUE(resumed.lines.empty()) << "logged again: " << absl::StrJoin(resumed.lines, "\n");
+}
+
 // The recorded instance of `bookie` in segment 0 of `md`.
 std::string RecordedInstance(const meta::v1::LedgerMetadata& md, const std::string& bookie) {
   const auto& segment = md.segments(0);
