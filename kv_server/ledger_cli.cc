@@ -391,7 +391,9 @@ std::optional<int> ParseBookieCommand(const std::vector<std::string>& command, O
       return o.Usage(absl::StrCat(verb, ": unexpected argument \"", a, "\""));
     }
   }
-  if (c->all == c->have_id) return o.Usage(absl::StrCat(verb, " needs a ledger id or --all, not both"));
+  if (c->all == c->have_id) {
+    return o.Usage(absl::StrCat(verb, " needs a ledger id or --all, not both"));
+  }
   if (c->bookie.empty()) return o.Usage(absl::StrCat(verb, " needs --bookie B"));
   return std::nullopt;
 }

@@ -126,7 +126,8 @@ class Auditor {
   AuditorOptions options_;
   absl::flat_hash_map<std::string, absl::Time> missing_since_;
   // The failures the last complete pass reported, "<ledger> <bookie>"
-  // (" refill" appended for a refill) -> the error: a failure found again with the same error is not a new line.
+  // (" refill" appended for a refill) -> the error: a failure found again
+  // with the same error is not a new line.
   absl::flat_hash_map<std::string, std::string> failures_reported_;
 };
 

@@ -193,7 +193,9 @@ class TestCluster {
     StopBookie(i);
     std::error_code error;
     std::filesystem::remove_all(bookies_[i].data_dir, error);
-    if (error) return absl::InternalError("wiping " + bookies_[i].data_dir + ": " + error.message());
+    if (error) {
+      return absl::InternalError("wiping " + bookies_[i].data_dir + ": " + error.message());
+    }
     const std::string cookie = metadata::Keys("default").Cookie(bookies_[i].id);
     ASSIGN_OR_RETURN(metadata::VersionedValue got, store_->Get(cookie));
     return store_->Delete(cookie, got.version);

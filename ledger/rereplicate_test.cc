@@ -538,7 +538,8 @@ TEST(LedgerRereplicationTest, ARefillWhoseCasReplyWasLostIsFoundAndUnrecordedIns
   meta::v1::LedgerMetadata unrecorded;
   ASSERT_TRUE(unrecorded.ParseFromString(stored.value));
   unrecorded.mutable_segments(0)->clear_bookie_instances();
-  LKV_ASSERT_OK(cluster->store()->Put(key, unrecorded.SerializeAsString(), stored.version).status());
+  LKV_ASSERT_OK(
+      cluster->store()->Put(key, unrecorded.SerializeAsString(), stored.version).status());
   const std::string bookie = cluster->bookie_id(0);
   LKV_ASSERT_OK(cluster->ReprovisionBookie(0));
 
