@@ -5,7 +5,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -172,17 +171,13 @@ absl::Status Read(metadata::MetadataStore* store, const std::string& cluster, Cl
     meta::LedgerMetadata ledger;
     if (!ledger.ParseFromString(kv.value)) return bad(kv);
     for (const std::string& id : ledger::BookiesNamed(ledger)) ++view->bookies[id].ledgers;
-    std::set<std::string> stale;
-    for (const meta::Segment& segment : ledger.segments()) {
-      for (int i = 0; i < segment.bookies_size(); ++i) {
-        auto b = view->bookies.find(segment.bookies(i));
-        if (b != view->bookies.end() && !b->second.instance.empty() &&
-            ledger::IsEarlierInstance(segment, i, b->second.instance)) {
-          stale.insert(b->first);
-        }
-      }
+    const auto current = [view](const std::string& b) -> const std::string* {
+      auto it = view->bookies.find(b);
+      return it == view->bookies.end() ? nullptr : &it->second.instance;
+    };
+    for (const std::string& id : ledger::BookiesReprovisioned(ledger, current)) {
+      ++view->bookies[id].to_refill;
     }
-    for (const std::string& id : stale) ++view->bookies[id].to_refill;
   });
   if (!status.ok()) return status;
 

@@ -71,16 +71,13 @@ absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
     for (const std::string& b : BookiesNamed(md)) {
       if (!live.contains(b)) naming[b].emplace_back(id, closed);
     }
-    absl::flat_hash_set<std::string> stale_here;
-    for (const meta::v1::Segment& segment : md.segments()) {
-      for (int i = 0; i < segment.bookies_size(); ++i) {
-        auto current = instance_of.find(segment.bookies(i));
-        if (current != instance_of.end() && IsEarlierInstance(segment, i, current->second)) {
-          stale_here.insert(current->first);
-        }
-      }
+    const auto current = [&instance_of](const std::string& b) -> const std::string* {
+      auto it = instance_of.find(b);
+      return it == instance_of.end() ? nullptr : &it->second;
+    };
+    for (const std::string& b : BookiesReprovisioned(md, current)) {
+      stale[b].emplace_back(id, closed);
     }
-    for (const std::string& b : stale_here) stale[b].emplace_back(id, closed);
   }
 
   AuditResult result;

@@ -103,7 +103,6 @@ inline const meta::v1::Segment& SegmentFor(const meta::v1::LedgerMetadata& metad
   return metadata.segments(i);
 }
 
-// Instance id of ensemble index `i` of `segment` ("" when not recorded).
 // Every bookie some segment of `metadata` names, once each, sorted.
 inline std::vector<std::string> BookiesNamed(const meta::v1::LedgerMetadata& metadata) {
   std::vector<std::string> named;
@@ -115,6 +114,7 @@ inline std::vector<std::string> BookiesNamed(const meta::v1::LedgerMetadata& met
   return named;
 }
 
+// Instance id of ensemble index `i` of `segment` ("" when not recorded).
 inline const std::string& InstanceOf(const meta::v1::Segment& segment, int i) {
   static const std::string* const kEmpty = new std::string();
   return i < segment.bookie_instances_size() ? segment.bookie_instances(i) : *kEmpty;
@@ -127,6 +127,27 @@ inline const std::string& InstanceOf(const meta::v1::Segment& segment, int i) {
 inline bool IsEarlierInstance(const meta::v1::Segment& segment, int i, const std::string& current) {
   const std::string& recorded = InstanceOf(segment, i);
   return !recorded.empty() && recorded != current;
+}
+
+// Every bookie that some segment of `metadata` recorded an earlier instance
+// of (IsEarlierInstance), once each, sorted. `current(id)` returns the
+// instance bookie `id` runs as now (a `const std::string*`), or nullptr or
+// "" when that is unknown (not registered): such a bookie is never named.
+template <typename CurrentInstance>
+std::vector<std::string> BookiesReprovisioned(const meta::v1::LedgerMetadata& metadata,
+                                              const CurrentInstance& current) {
+  std::vector<std::string> named;
+  for (const meta::v1::Segment& segment : metadata.segments()) {
+    for (int i = 0; i < segment.bookies_size(); ++i) {
+      const std::string* now = current(segment.bookies(i));
+      if (now != nullptr && !now->empty() && IsEarlierInstance(segment, i, *now)) {
+        named.push_back(segment.bookies(i));
+      }
+    }
+  }
+  std::sort(named.begin(), named.end());
+  named.erase(std::unique(named.begin(), named.end()), named.end());
+  return named;
 }
 
 }  // namespace ledgerkv::ledger

@@ -262,16 +262,6 @@ absl::StatusOr<BookieInfo> RegisteredInstance(ClientCore& core, const std::strin
   return BookieInfo{bookie_id, registration.address(), registration.instance_id()};
 }
 
-bool RecordsEarlierInstance(const meta::v1::LedgerMetadata& md, const std::string& bookie_id,
-                            const std::string& current) {
-  for (const meta::v1::Segment& segment : md.segments()) {
-    for (int i = 0; i < segment.bookies_size(); ++i) {
-      if (segment.bookies(i) == bookie_id && IsEarlierInstance(segment, i, current)) return true;
-    }
-  }
-  return false;
-}
-
 // What a run does for each segment naming the bookie.
 enum class Mode {
   kReplace,  // copy its slot to another bookie and name that one
@@ -297,7 +287,10 @@ absl::StatusOr<ReplicationResult> ReplaceBookieInLedgerLogging(
     std::optional<BookieInfo> current;
     if (mode == Mode::kRefill) {
       ASSIGN_OR_RETURN(current, RegisteredInstance(core, bookie_id));
-      if (!RecordsEarlierInstance(md, bookie_id, current->instance_id)) {
+      const auto now = [&](const std::string& b) -> const std::string* {
+        return b == bookie_id ? &current->instance_id : nullptr;
+      };
+      if (BookiesReprovisioned(md, now).empty()) {
         return absl::NotFoundError(absl::StrCat(Describe(md),
                                                 " records no earlier instance of bookie ",
                                                 bookie_id, " than its current one, ",
