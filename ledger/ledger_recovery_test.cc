@@ -533,6 +533,48 @@ TEST(LedgerRecoveryTest, L2_RecoveryReplacesDeadBookieBeforeNamingItInMetadata) 
   ExpectReadable(*reader, 0, 29);
 }
 
+// Qa = Qw = E = 3 and no spare: a bookie re-provisioned under its id since
+// the writer crashed answers the re-adds INSTANCE_MISMATCH, and recovery
+// re-adds them to its new instance instead, naming it only from the first
+// re-added entry on (the earlier entries are not on it).
+TEST(LedgerRecoveryTest, L2_WithNoSpareRecoveryReAddsToAReprovisionedBookiesNewInstance) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClientWithoutExplicitLac());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 3)));
+  const uint64_t id = writer->id();
+  // One at a time, so that entry 29 carries LAC 28: 29 is re-added.
+  for (int i = 0; i < 30; ++i) LKV_ASSERT_OK(writer->Append(PayloadFor(i)));
+  writer.reset();
+  const int wiped = 2;
+  const std::string bookie = cluster->bookie_id(wiped);
+  const std::string old_instance = cluster->bookie(wiped)->instance_id();
+  LKV_ASSERT_OK(cluster->ReprovisionBookie(wiped));
+  const std::string new_instance = cluster->bookie(wiped)->instance_id();
+
+  LKV_ASSIGN_OR_FAIL(auto other, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto reader, other->OpenLedger(id, OpenMode::kRecover));
+  EXPECT_EQ(reader->last_readable(), 29);
+  const meta::v1::LedgerMetadata md = reader->metadata();
+  ASSERT_EQ(md.segments_size(), 2) << md.ShortDebugString();
+  EXPECT_EQ(md.segments(1).first_entry_id(), 29);
+  const auto& ensemble = md.segments(1).bookies();
+  const int index =
+      static_cast<int>(std::find(ensemble.begin(), ensemble.end(), bookie) - ensemble.begin());
+  ASSERT_LT(index, 3) << md.ShortDebugString();
+  EXPECT_EQ(md.segments(1).bookie_instances(index), new_instance);
+  EXPECT_EQ(md.segments(0).bookie_instances(index), old_instance);
+  ExpectReadable(*reader, 0, 29);
+  // The re-added entry is on the new instance: readable from it alone.
+  for (int i = 0; i < 3; ++i) {
+    if (i != wiped) cluster->StopBookie(i);
+  }
+  LKV_ASSIGN_OR_FAIL(auto alone, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto alone_reader, alone->OpenLedger(id, OpenMode::kNoRecovery));
+  LKV_ASSIGN_OR_FAIL(auto last, alone_reader->Read(29, 29));
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].payload, PayloadFor(29));
+}
+
 // The confirmed entry recovery starts from is corrupt on one replica and the
 // other replica is down. That is not data loss (the other copy may be
 // intact): recovery fails with UNAVAILABLE, leaves the ledger IN_RECOVERY,

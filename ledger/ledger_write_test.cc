@@ -97,7 +97,8 @@ TEST(LedgerWriteTest, PlacementChoosesDistinctWritableBookiesAndExplainsShortage
     EXPECT_EQ(ids.size(), 3u);
   }
   LKV_ASSIGN_OR_FAIL(auto replacement,
-                     placement.ChooseReplacement({cluster->bookie_id(0), cluster->bookie_id(1)}));
+                     placement.ChooseReplacement(absl::flat_hash_set<std::string>{
+                         cluster->bookie_id(0), cluster->bookie_id(1)}));
   EXPECT_EQ(replacement.bookie_id, cluster->bookie_id(2));
 
   auto too_many = placement.Choose(4, {});

@@ -1,7 +1,8 @@
 // How a writer ends (fenced, or unable to replace a bookie) and what it
-// survives (transient metadata store failures) against real bookies: an
-// entry that reached Qa before the end is still acknowledged (L2), and a
-// store hiccup during an ensemble change does not end the writer.
+// survives (transient metadata store failures, a bookie re-provisioned
+// under its id with no spare) against real bookies: an entry that reached
+// Qa before the end is still acknowledged (L2), and neither a store hiccup
+// during an ensemble change nor a bookie's new instance ends the writer.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -26,6 +27,7 @@
 #include "base/fault_point.h"
 #include "gtest/gtest.h"
 #include "ledger/ledger_test_util.h"
+#include "ledger/placement.h"
 #include "metadata/metadata_store.h"
 #include "proto/metadata.pb.h"
 
@@ -826,6 +828,111 @@ TEST(LedgerWriterFailureTest, TransientStoreFailuresDuringEnsembleChangeAreRetri
   LKV_ASSIGN_OR_FAIL(auto reader, other->OpenLedger(writer->id(), OpenMode::kNoRecovery));
   EXPECT_EQ(reader->last_readable(), 39);
   ExpectReadable(*reader, 0, 39);
+}
+
+// A replacement is never a bookie that failed as the instance it runs as
+// now (nor one whose instance is unknown); the same id re-provisioned as a
+// new instance is a bookie like any other.
+TEST(LedgerWriterFailureTest, PlacementTakesAFailedBookieBackOnlyAsAnotherInstance) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 2}));
+  Placement placement(cluster->store(), metadata::Keys("default"));
+  const std::string failed = cluster->bookie_id(0);
+  const std::string instance = cluster->bookie(0)->instance_id();
+  ASSERT_FALSE(instance.empty());
+  auto excluding = [&](const std::string& recorded) {
+    Exclusions exclude;
+    exclude.ExcludeId(cluster->bookie_id(1));
+    exclude.ExcludeInstance(failed, recorded);
+    return exclude;
+  };
+  for (const std::string& same : {instance, std::string()}) {
+    auto none = placement.ChooseReplacement(excluding(same));
+    EXPECT_TRUE(absl::IsUnavailable(none.status())) << "recorded '" << same << "'";
+    EXPECT_NE(none.status().message().find("2 excluded"), std::string::npos) << none.status();
+  }
+  LKV_ASSIGN_OR_FAIL(auto again, placement.ChooseReplacement(excluding("an-earlier-instance")));
+  EXPECT_EQ(again.bookie_id, failed);
+  EXPECT_EQ(again.instance_id, instance);
+  // Excluded by id, it stays out whatever instance it runs as.
+  Exclusions by_id = excluding("an-earlier-instance");
+  by_id.ExcludeId(failed);
+  EXPECT_TRUE(absl::IsUnavailable(placement.ChooseReplacement(by_id).status()));
+}
+
+// A bookie re-provisioned under its id (disk wiped, cookie deleted) while a
+// writer uses it, with no spare: the writer's next add there gets
+// INSTANCE_MISMATCH, and its ensemble change names the bookie's new
+// instance from the LAC on instead of failing the writer. The entries
+// before it are a copy short until a refill puts them back.
+TEST(LedgerWriterFailureTest, L2_WithNoSpareAReprovisionedBookieTakesItsPlaceBackAsItsNewInstance) {
+  LKV_ASSIGN_OR_FAIL(auto cluster, TestCluster::Start({.bookies = 3}));
+  LKV_ASSIGN_OR_FAIL(auto client, cluster->NewClient());
+  LKV_ASSIGN_OR_FAIL(auto writer, client->CreateLedger(Quorums(3, 3, 2)));
+  for (const auto& r : AppendRange(*writer, 0, 19, 8)) LKV_ASSERT_OK(r);
+  const int wiped = 1;
+  const std::string bookie = cluster->bookie_id(wiped);
+  const std::string old_instance = cluster->bookie(wiped)->instance_id();
+  LKV_ASSERT_OK(cluster->ReprovisionBookie(wiped));
+  const std::string new_instance = cluster->bookie(wiped)->instance_id();
+  ASSERT_NE(new_instance, old_instance);
+
+  for (const auto& r : AppendRange(*writer, 20, 59, 8)) LKV_ASSERT_OK(r);
+  LKV_ASSERT_OK(writer->Close());
+  EXPECT_EQ(writer->stats().ensemble_changes, 1);
+  LKV_ASSIGN_OR_FAIL(auto md, client->GetLedgerMetadata(writer->id()));
+  EXPECT_EQ(md.last_entry_id(), 59);
+  ASSERT_EQ(md.segments_size(), 2) << md.ShortDebugString();
+  const meta::v1::Segment& second = md.segments(1);
+  // From the LAC when the change began (at least 19: appends went on to
+  // the other two, Qa = 2, until the mismatch came back).
+  const int64_t boundary = second.first_entry_id();
+  EXPECT_GE(boundary, 20);
+  ASSERT_LE(boundary, 59);
+  const auto& ensemble = second.bookies();
+  const int index =
+      static_cast<int>(std::find(ensemble.begin(), ensemble.end(), bookie) - ensemble.begin());
+  ASSERT_LT(index, 3) << md.ShortDebugString();
+  EXPECT_EQ(second.bookie_instances(index), new_instance);
+  EXPECT_EQ(md.segments(0).bookie_instances(index), old_instance);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(second.bookies(i), md.segments(0).bookies(i));
+
+  // The new instance holds the entries from the change on: readable from
+  // it alone. Those before come back with a refill.
+  auto read = [&](int64_t first, int64_t last) -> absl::Status {
+    ASSIGN_OR_RETURN(auto reader_client, cluster->NewClient());
+    ASSIGN_OR_RETURN(auto reader, reader_client->OpenLedger(writer->id(), OpenMode::kNoRecovery));
+    ASSIGN_OR_RETURN(auto entries, reader->Read(first, last));
+    if (static_cast<int64_t>(entries.size()) != last - first + 1) {
+      return absl::InternalError(absl::StrCat("read ", entries.size(), " entries"));
+    }
+    for (const auto& entry : entries) {
+      if (entry.payload != PayloadFor(entry.entry_id)) {
+        return absl::DataLossError(absl::StrCat("entry ", entry.entry_id, " differs"));
+      }
+    }
+    return absl::OkStatus();
+  };
+  auto read_alone = [&](int64_t first, int64_t last) {
+    for (int i = 0; i < 3; ++i) {
+      if (i != wiped) cluster->StopBookie(i);
+    }
+    absl::Status status = read(first, last);
+    for (int i = 0; i < 3; ++i) {
+      if (i != wiped) {
+        EXPECT_TRUE(cluster->RestartBookie(i).ok());
+      }
+    }
+    return status;
+  };
+  const absl::Status new_segment = read_alone(boundary, 59);
+  EXPECT_TRUE(new_segment.ok()) << new_segment;
+  EXPECT_FALSE(read_alone(0, 0).ok());
+  EXPECT_FALSE(read_alone(boundary - 1, boundary - 1).ok());
+  LKV_ASSIGN_OR_FAIL(auto refilled, client->RefillBookie(writer->id(), bookie));
+  EXPECT_EQ(refilled.segments_changed, 1);
+  EXPECT_EQ(refilled.entries_copied, boundary);
+  const absl::Status all = read_alone(0, 59);
+  EXPECT_TRUE(all.ok()) << all;
 }
 
 }  // namespace

@@ -14,11 +14,22 @@ namespace {
 constexpr char kStoreFailurePayload[] = "type.ledgerkv/placement.store_failure";
 }  // namespace
 
+Exclusions::Exclusions(const absl::flat_hash_set<std::string>& ids) : ids_(ids) {}
+
+bool Exclusions::Excludes(const std::string& id, const std::string& registered_instance) const {
+  if (ids_.contains(id)) return true;
+  auto it = instances_.find(id);
+  if (it == instances_.end()) return false;
+  // Unknown on either side: it may be the instance that failed.
+  return registered_instance.empty() || it->second.contains(registered_instance) ||
+         it->second.contains("");
+}
+
 Placement::Placement(metadata::MetadataStore* store, metadata::Keys keys)
     : store_(store), keys_(std::move(keys)) {}
 
 absl::StatusOr<std::vector<BookieInfo>> Placement::Choose(
-    int count, const absl::flat_hash_set<std::string>& exclude) {
+    int count, const Exclusions& exclude) {
   if (count < 1) return absl::InvalidArgumentError(absl::StrCat("cannot place ", count, " bookies"));
   auto listed = store_->List(keys_.BookiesPrefix());
   if (!listed.ok()) {
@@ -38,7 +49,7 @@ absl::StatusOr<std::vector<BookieInfo>> Placement::Choose(
     std::string id = registration.bookie_id().empty()
                          ? kv.key.substr(keys_.BookiesPrefix().size())
                          : registration.bookie_id();
-    if (exclude.contains(id)) {
+    if (exclude.Excludes(id, registration.instance_id())) {
       ++excluded;
       continue;
     }
@@ -65,8 +76,7 @@ bool Placement::IsStoreFailure(const absl::Status& status) {
   return status.GetPayload(kStoreFailurePayload).has_value();
 }
 
-absl::StatusOr<BookieInfo> Placement::ChooseReplacement(
-    const absl::flat_hash_set<std::string>& exclude) {
+absl::StatusOr<BookieInfo> Placement::ChooseReplacement(const Exclusions& exclude) {
   auto chosen = Choose(1, exclude);
   if (!chosen.ok()) return chosen.status();
   return std::move(chosen->front());

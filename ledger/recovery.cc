@@ -369,7 +369,11 @@ absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
   *segment = md.segments(md.segments_size() - 1);
   while (segment->bookie_instances_size() < E) segment->add_bookie_instances("");
   const meta::v1::Segment original = *segment;
-  absl::flat_hash_set<std::string> exclude(segment->bookies().begin(), segment->bookies().end());
+  // Every bookie the segment named, and every replacement tried, as the
+  // instance it was (Exclusions): the same bookie re-provisioned since, as
+  // a new instance, may still take a failed one's place.
+  absl::flat_hash_set<std::pair<std::string, std::string>> tried;
+  for (int i = 0; i < E; ++i) tried.insert({segment->bookies(i), segment->bookie_instances(i)});
   std::vector<uint64_t> acked(entries.size(), 0);
   auto done = [&] {
     for (uint64_t mask : acked) {
@@ -476,6 +480,11 @@ absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
     // Replace each failed bookie. The replacement gets the entries in the
     // next round, before the closing CAS names it in the metadata.
     for (int i : failed) {
+      Exclusions exclude;
+      for (int j = 0; j < E; ++j) {
+        if (j != i) exclude.ExcludeId(segment->bookies(j));
+      }
+      for (const auto& [id, instance] : tried) exclude.ExcludeInstance(id, instance);
       auto chosen = core.placement.ChooseReplacement(exclude);
       if (!chosen.ok()) {
         return absl::UnavailableError(absl::StrCat(
@@ -483,7 +492,7 @@ absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
             last_problem, "): ", chosen.status().message()));
       }
       core.pool.Learn(chosen->bookie_id, chosen->address);
-      exclude.insert(chosen->bookie_id);
+      tried.insert({chosen->bookie_id, chosen->instance_id});
       segment->set_bookies(i, chosen->bookie_id);
       segment->set_bookie_instances(i, chosen->instance_id);
       for (uint64_t& mask : acked) mask &= ~(uint64_t{1} << i);
@@ -499,7 +508,10 @@ absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
   // where every entry keeps Qa acks from the bookies that stay named.
   *changed = false;
   for (int i = 0; i < E; ++i) {
-    if (segment->bookies(i) == original.bookies(i)) continue;
+    if (segment->bookies(i) == original.bookies(i) &&
+        segment->bookie_instances(i) == original.bookie_instances(i)) {
+      continue;
+    }
     const uint64_t bit = uint64_t{1} << i;
     bool complete = true;
     for (size_t k = 0; k < entries.size(); ++k) {

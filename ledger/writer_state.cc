@@ -353,7 +353,7 @@ void WriterState::FailSlotLocked(int slot_index, std::string why) {
   slot.generation = ++generations_;
   slot.queue.clear();
   slot.in_flight = 0;
-  failed_bookies_.insert(slot.bookie_id);
+  failed_bookies_.insert({slot.bookie_id, slot.instance_id});
   core_->pool.Forget(slot.bookie_id);
 }
 
@@ -603,7 +603,11 @@ void WriterState::RunEnsembleChange() {
   metadata::Version version;
   std::vector<int> failed;
   int64_t lac;
-  absl::flat_hash_set<std::string> exclude;
+  // The bookies that stay are excluded by id; the failed ones (and earlier
+  // failures) only as the instance that failed: the same bookie
+  // re-provisioned since is a new, empty instance, and with no spare left
+  // it is the only replacement there is.
+  Exclusions exclude;
   std::string why;
   {
     absl::MutexLock l(&mu_);
@@ -611,13 +615,15 @@ void WriterState::RunEnsembleChange() {
     version = version_;
     lac = lac_;
     for (int i = 0; i < ensemble_size_; ++i) {
-      exclude.insert(slots_[i].bookie_id);
       if (slots_[i].failed) {
         failed.push_back(i);
         if (why.empty()) why = slots_[i].failure;
+        exclude.ExcludeInstance(slots_[i].bookie_id, slots_[i].instance_id);
+      } else {
+        exclude.ExcludeId(slots_[i].bookie_id);
       }
     }
-    exclude.insert(failed_bookies_.begin(), failed_bookies_.end());
+    for (const auto& [id, instance] : failed_bookies_) exclude.ExcludeInstance(id, instance);
   }
 
   // Once a CAS was sent, it may have landed even if no reply said so.
@@ -655,7 +661,7 @@ void WriterState::RunEnsembleChange() {
              false);
       return;
     }
-    exclude.insert(chosen->bookie_id);
+    exclude.ExcludeId(chosen->bookie_id);
     replacements.push_back(*std::move(chosen));
   }
 

@@ -53,6 +53,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -250,8 +251,9 @@ class WriterState {
   std::deque<std::shared_ptr<PendingAdd>> pending_ ABSL_GUARDED_BY(mu_);
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
   uint64_t generations_ ABSL_GUARDED_BY(mu_) = 0;
-  // Every bookie that failed under this writer: never chosen again by it.
-  absl::flat_hash_set<std::string> failed_bookies_ ABSL_GUARDED_BY(mu_);
+  // Every bookie that failed under this writer, with the instance it was
+  // recorded as: never chosen again as that instance (Exclusions).
+  absl::flat_hash_set<std::pair<std::string, std::string>> failed_bookies_ ABSL_GUARDED_BY(mu_);
   // An ensemble change (metadata CAS) is in flight: nothing is delivered.
   bool changing_ensemble_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Delivery> to_deliver_ ABSL_GUARDED_BY(mu_);
