@@ -108,9 +108,9 @@ absl::StatusOr<AuditResult> Auditor::Pass(absl::Time now,
   }
   for (const auto& [bookie, named_by] : stale) {
     result.reprovisioned.push_back(bookie);
-    // Its writer's next add there gets INSTANCE_MISMATCH and changes the
-    // ensemble (to the bookie's new instance, if no other): the entries
-    // before stay a copy short until the ledger is closed and refilled.
+    // Its writer's next add there fails and changes the ensemble (to the
+    // bookie's new instance or a spare): the entries before stay a copy
+    // short until the ledger is closed and refilled.
     for (const auto& [id, closed] : named_by) {
       if (!closed) not_closed.insert(id);
     }

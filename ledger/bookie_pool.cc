@@ -78,6 +78,11 @@ size_t BookiePool::connections_for_test() {
   return by_address_.size();
 }
 
+void BookieConn::ResetBackoff() const {
+  if (channel != nullptr) grpc::experimental::ChannelResetConnectionBackoff(channel.get());
+  if (add_channel != nullptr) add_channel->ResetBackoff();
+}
+
 std::shared_ptr<BookieConn> BookiePool::ForAddress(const std::string& address) {
   absl::MutexLock l(&mu_);
   Cached& cached = by_address_[address];

@@ -45,6 +45,13 @@ struct BookieConn {
     return call_gate(start);
   }
 
+  // Forgets the reconnect backoffs of the gRPC channel and the add channel
+  // (a bookie that just failed is tried again only after them, its calls
+  // failed fast meanwhile): for a bookie chosen as a replacement because
+  // its registration shows it up, perhaps at the address of one that
+  // failed (docs/ledger-protocol.md, "Ensemble change").
+  void ResetBackoff() const;
+
   std::string address;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<bookie::v1::Bookie::Stub> stub;

@@ -398,6 +398,12 @@ absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
           call = gather->Add(i, segment->bookies(i));
           call->request.set_expected_instance_id(segment->bookie_instances(i));
           call->request.set_recovery(true);
+          // A replacement is registered, so up: this client's channel there
+          // may still back off from an earlier failure at that address.
+          if (segment->bookies(i) != original.bookies(i) ||
+              segment->bookie_instances(i) != original.bookie_instances(i)) {
+            call->ctx.set_wait_for_ready(true);
+          }
           calls.emplace_back(call, std::vector<size_t>());
           bytes = 0;
         }
@@ -480,9 +486,14 @@ absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
     // Replace each failed bookie. The replacement gets the entries in the
     // next round, before the closing CAS names it in the metadata.
     for (int i : failed) {
+      // A bookie takes back only its own index: one named at another index,
+      // now or originally (the give-back below may restore it), is
+      // excluded whatever its instance.
       Exclusions exclude;
       for (int j = 0; j < E; ++j) {
-        if (j != i) exclude.ExcludeId(segment->bookies(j));
+        if (j == i) continue;
+        exclude.ExcludeId(segment->bookies(j));
+        exclude.ExcludeId(original.bookies(j));
       }
       for (const auto& [id, instance] : tried) exclude.ExcludeInstance(id, instance);
       auto chosen = core.placement.ChooseReplacement(exclude);
@@ -492,6 +503,7 @@ absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
             last_problem, "): ", chosen.status().message()));
       }
       core.pool.Learn(chosen->bookie_id, chosen->address);
+      core.pool.ForAddress(chosen->address)->ResetBackoff();  // as the writer's
       tried.insert({chosen->bookie_id, chosen->instance_id});
       segment->set_bookies(i, chosen->bookie_id);
       segment->set_bookie_instances(i, chosen->instance_id);

@@ -762,6 +762,13 @@ void WriterState::RunEnsembleChange() {
     next = build(current);
   }
 
+  // A replacement's registration shows it up: a backoff this client's
+  // connection there keeps from an earlier failure (the same bookie before
+  // it was re-provisioned, or one restarted at that address) must not fail
+  // its first adds fast.
+  for (const BookieInfo& replacement : replacements) {
+    core_->pool.ForAddress(replacement.address)->ResetBackoff();
+  }
   std::vector<AddCall*> out;
   {
     absl::MutexLock l(&mu_);
