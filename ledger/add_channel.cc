@@ -84,7 +84,6 @@ void AddChannel::ResetBackoff() {
   absl::MutexLock l(&mu_);
   retry_after_ = absl::InfinitePast();
   backoff_ = kFirstBackoff;
-  if (conn_ == nullptr) wait_next_connect_ = true;
 }
 
 uint64_t AddChannel::NewCallId() {
@@ -214,14 +213,12 @@ void AddChannel::FailAllLocked(const grpc::Status& status,
   backlog_.clear();
 }
 
-absl::Status AddChannel::Connect(std::unique_ptr<FrameConn>* conn, Mode* mode,
-                                 bool wait_for_ready) {
+absl::Status AddChannel::Connect(std::unique_ptr<FrameConn>* conn, Mode* mode) {
   const absl::Time deadline = absl::Now() + connect_timeout_;
   bookie::v1::GetInfoRequest req;
   bookie::v1::GetInfoResponse info;
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(deadline));
-  if (wait_for_ready) ctx.set_wait_for_ready(true);
   grpc::Status s = stub_->stub->GetInfo(&ctx, req, &info);
   if (!s.ok()) {
     return absl::UnavailableError(absl::StrCat("GetInfo: ", s.error_message()));
@@ -284,11 +281,10 @@ void AddChannel::Loop() {
       };
       mu_.AwaitWithTimeout(absl::Condition(&wanted), kTick);
       if (stop_ || backlog_.empty()) continue;
-      const bool wait_for_ready = std::exchange(wait_next_connect_, false);
       mu_.Unlock();
       std::unique_ptr<FrameConn> fresh;
       Mode mode = Mode::kUnknown;
-      const absl::Status s = Connect(&fresh, &mode, wait_for_ready);
+      const absl::Status s = Connect(&fresh, &mode);
       mu_.Lock();
       if (stop_) break;
       if (!s.ok()) {

@@ -99,10 +99,8 @@ class AddChannel {
   void Cancel(uint64_t id);
 
   // Forgets the backoff after a failed (re)connect: the next add connects
-  // at once, and that connect waits for the bookie (until the connect
-  // timeout) instead of failing fast while the gRPC channel still backs
-  // off. For a bookie known to be up again (its registration is newer than
-  // the failure), so that its first adds are not failed.
+  // at once instead of failing fast. For a bookie known to be up again
+  // (BookiePool::WaitUntilReachable).
   void ResetBackoff();
 
   // Cancels remembered for ids not added yet (tests: bounded by the ids in
@@ -127,9 +125,7 @@ class AddChannel {
 
   void Loop();
   // GetInfo, then a TCP connect to the add port. Sets *mode.
-  // `wait_for_ready`: GetInfo waits for the gRPC channel to connect (until
-  // the connect timeout) instead of failing fast while it backs off.
-  absl::Status Connect(std::unique_ptr<FrameConn>* conn, Mode* mode, bool wait_for_ready);
+  absl::Status Connect(std::unique_ptr<FrameConn>* conn, Mode* mode);
   void SendLocked(FrameConn* conn, uint64_t id, const bookie::v1::AddRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddByRpc(uint64_t id, const bookie::v1::AddRequest& request, Results* results,
@@ -153,9 +149,6 @@ class AddChannel {
   std::vector<uint64_t> backlog_ ABSL_GUARDED_BY(mu_);
   // After a failed connect, Add fails at once until this time.
   absl::Time retry_after_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  // Set by ResetBackoff with no connection up: the next connect waits for
-  // the bookie rather than failing fast.
-  bool wait_next_connect_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::shared_ptr<RpcCall>> rpc_calls_ ABSL_GUARDED_BY(mu_);

@@ -78,11 +78,6 @@ size_t BookiePool::connections_for_test() {
   return by_address_.size();
 }
 
-void BookieConn::ResetBackoff() const {
-  if (channel != nullptr) grpc::experimental::ChannelResetConnectionBackoff(channel.get());
-  if (add_channel != nullptr) add_channel->ResetBackoff();
-}
-
 std::shared_ptr<BookieConn> BookiePool::ForAddress(const std::string& address) {
   absl::MutexLock l(&mu_);
   Cached& cached = by_address_[address];
@@ -156,6 +151,18 @@ absl::StatusOr<std::shared_ptr<BookieConn>> BookiePool::ForBookie(const std::str
   }
   Learn(bookie_id, registration.address());
   return ForAddress(registration.address());
+}
+
+bool BookiePool::WaitUntilReachable(const std::string& address) {
+  std::shared_ptr<BookieConn> conn = ForAddress(address);
+  if (conn->call_gate || conn->channel == nullptr) return true;  // in-process: no backoff
+  grpc::experimental::ChannelResetConnectionBackoff(conn->channel.get());
+  const bool connected = conn->channel->WaitForConnected(
+      absl::ToChronoTime(absl::Now() + connect_timeout_));
+  // After the wait: a connect the add channel started before it, failed
+  // fast on the backing-off channel, must not leave a backoff behind.
+  if (conn->add_channel != nullptr) conn->add_channel->ResetBackoff();
+  return connected;
 }
 
 void BookiePool::Learn(const std::string& bookie_id, const std::string& address) {

@@ -45,13 +45,6 @@ struct BookieConn {
     return call_gate(start);
   }
 
-  // Forgets the reconnect backoffs of the gRPC channel and the add channel
-  // (a bookie that just failed is tried again only after them, its calls
-  // failed fast meanwhile): for a bookie chosen as a replacement because
-  // its registration shows it up, perhaps at the address of one that
-  // failed (docs/ledger-protocol.md, "Ensemble change").
-  void ResetBackoff() const;
-
   std::string address;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<bookie::v1::Bookie::Stub> stub;
@@ -104,6 +97,15 @@ class BookiePool {
 
   // Records the address of `bookie_id` (e.g. from a registration listing).
   void Learn(const std::string& bookie_id, const std::string& address);
+
+  // For a bookie whose registration shows it up (a replacement just
+  // chosen, perhaps at the address of one that failed): forgets the
+  // reconnect backoffs this client keeps for `address` (its gRPC channel's
+  // and its add channel's, which fail calls fast until they run out) and
+  // waits, up to the connect timeout, for the channel to connect. Returns
+  // whether it did. Blocking; a no-op for a bookie of this process.
+  // (docs/ledger-protocol.md, "Ensemble change".)
+  bool WaitUntilReachable(const std::string& address);
 
   // Forgets the cached address of `bookie_id`, so the next ForBookie
   // re-reads its registration (the bookie may have moved).

@@ -398,12 +398,6 @@ absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
           call = gather->Add(i, segment->bookies(i));
           call->request.set_expected_instance_id(segment->bookie_instances(i));
           call->request.set_recovery(true);
-          // A replacement is registered, so up: this client's channel there
-          // may still back off from an earlier failure at that address.
-          if (segment->bookies(i) != original.bookies(i) ||
-              segment->bookie_instances(i) != original.bookie_instances(i)) {
-            call->ctx.set_wait_for_ready(true);
-          }
           calls.emplace_back(call, std::vector<size_t>());
           bytes = 0;
         }
@@ -503,7 +497,7 @@ absl::Status ReAdd(ClientCore& core, const meta::v1::LedgerMetadata& md,
             last_problem, "): ", chosen.status().message()));
       }
       core.pool.Learn(chosen->bookie_id, chosen->address);
-      core.pool.ForAddress(chosen->address)->ResetBackoff();  // as the writer's
+      core.pool.WaitUntilReachable(chosen->address);  // as the writer's
       tried.insert({chosen->bookie_id, chosen->instance_id});
       segment->set_bookies(i, chosen->bookie_id);
       segment->set_bookie_instances(i, chosen->instance_id);

@@ -762,12 +762,12 @@ void WriterState::RunEnsembleChange() {
     next = build(current);
   }
 
-  // A replacement's registration shows it up: a backoff this client's
-  // connection there keeps from an earlier failure (the same bookie before
-  // it was re-provisioned, or one restarted at that address) must not fail
-  // its first adds fast.
+  // A replacement's registration shows it up: a backoff this client keeps
+  // for its address from an earlier failure (the same bookie before it was
+  // re-provisioned, or one restarted there) must not fail its first adds
+  // fast. Acks stay held meanwhile (at most the connect timeout each).
   for (const BookieInfo& replacement : replacements) {
-    core_->pool.ForAddress(replacement.address)->ResetBackoff();
+    core_->pool.WaitUntilReachable(replacement.address);
   }
   std::vector<AddCall*> out;
   {
