@@ -425,10 +425,12 @@ absl::Status StillRegistered(const std::string& bookie, const std::string& recor
 // on purpose. Refused while B is registered: a running bookie's cookie
 // gone would let another directory join under its id once it stops. The
 // delete is one transaction on "B not registered, cookie as read", so a
-// bookie that registered meanwhile keeps its cookie. Not covered: a bookie
-// that checked its cookie and has yet to register (the window between two
-// metadata calls at its start), and one that runs on while its session
-// has lapsed; hence "stop it first". An old directory started after the
+// bookie that registered meanwhile keeps its cookie; a bookie registers
+// only in a transaction on its cookie, so one that had yet to register
+// (at its start, or running on with a lapsed session) never registers
+// after the delete (docs/bookie-format.md, "Instance id"). Still, "stop it
+// first": a lapsed bookie cannot hear of the delete before it reaches
+// etcd again. An old directory started after the
 // delete refuses to start by itself (its REGISTERED file finds no cookie),
 // except one from before that file existed, which writes a fresh cookie
 // with its old instance id: its copies are real, and the new disk is then

@@ -397,6 +397,26 @@ TEST_P(MetadataStoreContractTest, TxnWithEndedSessionIsNotFoundAndAppliesNothing
   METADATA_EXPECT_CODE(store().Get("txn/eph"), kNotFound);
 }
 
+// A bookie registers this way (an ephemeral key, on condition of its
+// cookie): the key must go with the session like one put outside a txn.
+TEST_P(MetadataStoreContractTest, AnEphemeralPutInATxnGoesWithItsSession) {
+  METADATA_ASSERT_OK_AND_ASSIGN(Version guard, store().Put("txn/guard", "g", kMustNotExist));
+  METADATA_ASSERT_OK_AND_ASSIGN(SessionId session, store().CreateSession(SessionOptions{}));
+  METADATA_ASSERT_OK_AND_ASSIGN(
+      TxnResult lost, store().Txn({TxnCompare{"txn/guard", guard + 1}},
+                                  {TxnOp{TxnOp::Type::kPut, "txn/eph", "e", session}}));
+  EXPECT_FALSE(lost.succeeded);
+  METADATA_EXPECT_CODE(store().Get("txn/eph"), kNotFound);
+  METADATA_ASSERT_OK_AND_ASSIGN(
+      TxnResult won, store().Txn({TxnCompare{"txn/guard", guard}},
+                                 {TxnOp{TxnOp::Type::kPut, "txn/eph", "e", session}}));
+  EXPECT_TRUE(won.succeeded);
+  METADATA_ASSERT_OK(store().Get("txn/eph"));
+  METADATA_ASSERT_OK(store().CloseSession(session));
+  METADATA_EXPECT_CODE(store().Get("txn/eph"), kNotFound);
+  METADATA_ASSERT_OK(store().Get("txn/guard"));
+}
+
 TEST_P(MetadataStoreContractTest, TxnWithTwoOpsOnOneKeyIsInvalidArgument) {
   METADATA_EXPECT_CODE(store().Txn({}, {TxnOp{TxnOp::Type::kPut, "txn/dup", "1"},
                                         TxnOp{TxnOp::Type::kPut, "txn/dup", "2"}}),

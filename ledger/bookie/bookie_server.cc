@@ -272,14 +272,53 @@ absl::Status BookieServer::Register() {
   reg.set_address(address_);
   reg.set_instance_id(instance_id_);
   reg.set_read_only(storage_->read_only());
-  absl::StatusOr<metadata::Version> put =
-      options_.metadata->Put(metadata::Keys(options_.cluster).Bookie(bookie_id_),
-                             reg.SerializeAsString(), metadata::kAnyVersion, session);
-  if (absl::IsNotFound(put.status())) {
-    absl::MutexLock l(&mu_);  // the session ended meanwhile: start a new one
-    if (session_ == session) session_ = metadata::kNoSession;
+  const metadata::Keys keys(options_.cluster);
+  // The cookie as read now, and the registration on condition that it is
+  // still so. A bookie whose session lapsed while it ran on (an etcd
+  // partition), or one between its cookie check and this call, could
+  // otherwise register after an operator deleted its cookie to replace its
+  // disk, and two instances would run under one id.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    absl::StatusOr<metadata::VersionedValue> cookie =
+        options_.metadata->Get(keys.Cookie(bookie_id_));
+    std::string lost;
+    if (absl::IsNotFound(cookie.status())) {
+      lost = "was deleted";
+    } else if (!cookie.ok()) {
+      return cookie.status();
+    } else {
+      meta::BookieRegistration stored;
+      if (!stored.ParseFromString(cookie->value)) {
+        return absl::DataLossError(absl::StrCat("bookie cookie ", keys.Cookie(bookie_id_),
+                                                " is not parseable"));
+      }
+      if (stored.instance_id() != instance_id_) {
+        lost = absl::StrCat("names instance ", stored.instance_id(), " now");
+      }
+    }
+    if (!lost.empty()) {
+      absl::MutexLock l(&mu_);
+      cookie_lost_ = true;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "bookie ", bookie_id_, " (instance ", instance_id_, "): its cookie ",
+          keys.Cookie(bookie_id_), " ", lost,
+          " while it ran (`ledgerkv cluster delete-cookie`: its disk is being replaced). It "
+          "no longer registers and refuses adds; its copies stay readable. Stop it"));
+    }
+    absl::StatusOr<metadata::TxnResult> put = options_.metadata->Txn(
+        {{keys.Cookie(bookie_id_), cookie->version}},
+        {{metadata::TxnOp::Type::kPut, keys.Bookie(bookie_id_), reg.SerializeAsString(),
+          session}});
+    if (absl::IsNotFound(put.status())) {
+      absl::MutexLock l(&mu_);  // the session ended meanwhile: start a new one
+      if (session_ == session) session_ = metadata::kNoSession;
+    }
+    if (!put.ok()) return put.status();
+    if (put->succeeded) return absl::OkStatus();
+    // The cookie changed between the read and the transaction: look again.
   }
-  return put.status();
+  return absl::AbortedError(absl::StrCat("bookie cookie ", keys.Cookie(bookie_id_),
+                                         " keeps changing"));
 }
 
 void BookieServer::BackgroundLoop() {
@@ -300,9 +339,23 @@ void BookieServer::BackgroundLoop() {
       session_ = metadata::kNoSession;  // it expired: Register makes a new one
     }
     bool retry = false;
-    if (reregister || update) {
+    bool cookie_lost;
+    {
+      absl::MutexLock l(&mu_);
+      cookie_lost = cookie_lost_;
+    }
+    if ((reregister || update) && !cookie_lost) {
       absl::Status s = Register();
-      if (!s.ok()) {
+      bool lost_now;
+      {
+        absl::MutexLock l(&mu_);
+        lost_now = cookie_lost_;
+      }
+      if (lost_now) {
+        // For good: the operator declared this instance gone. Its adds
+        // would count towards quorums on a disk about to be wiped.
+        storage_->RefuseAddsForGood(std::string(s.message()));
+      } else if (!s.ok()) {
         absl::FPrintF(stderr, "bookie %s: registration failed: %s\n", bookie_id_, s.ToString());
         retry = true;
       }

@@ -166,7 +166,12 @@ class BookieServer {
   explicit BookieServer(BookieOptions options);
 
   absl::Status CheckCookie();
-  // (Re)creates the session and writes the ephemeral registration.
+  // (Re)creates the session and publishes the registration (ephemeral, in
+  // the session) in one transaction on "the cookie names this instance, as
+  // read": a cookie deleted (`ledgerkv cluster delete-cookie`) or replaced
+  // since the bookie checked it is never registered over.
+  // FAILED_PRECONDITION then, and cookie_lost_ is set: the operator
+  // declared this instance gone.
   absl::Status Register();
   void BackgroundLoop();
 
@@ -197,6 +202,9 @@ class BookieServer {
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   bool read_only_at_shutdown_ ABSL_GUARDED_BY(mu_) = false;
   metadata::SessionId session_ ABSL_GUARDED_BY(mu_) = metadata::kNoSession;
+  // Register found the cookie deleted or naming another instance: the
+  // bookie no longer registers and refuses adds (BackgroundLoop).
+  bool cookie_lost_ ABSL_GUARDED_BY(mu_) = false;
 
   // Requests for the background thread. Shared with the session-expiry
   // callback, which the store may run even after this object is gone.

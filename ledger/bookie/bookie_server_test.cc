@@ -3,11 +3,15 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
 #include "base/entry_checksum.h"
 #include "base/fault_env.h"
 #include "base/small_tmpfs.h"
@@ -24,11 +28,29 @@ namespace {
 
 using testing::NewTempDir;
 
-// The embedded store, with List failing on demand (a metadata outage).
+// The embedded store, with List failing on demand (a metadata outage),
+// sessions that end on demand as if their TTL ran out (a bookie cut off
+// from etcd), and a hook before each Txn.
 class FlakyListStore final : public metadata::MetadataStore {
  public:
   explicit FlakyListStore(metadata::MetadataStore* base) : base_(base) {}
   void FailList(bool fail) { fail_list_ = fail; }
+  std::function<void()> before_txn;
+
+  // Ends every live session (its ephemeral keys go), runs `meanwhile`,
+  // then tells the sessions' owners (on_expired), as a lapsed lease does.
+  void ExpireSessions(const std::function<void()>& meanwhile) {
+    std::vector<std::pair<metadata::SessionId, std::function<void()>>> ended;
+    {
+      absl::MutexLock l(&mu_);
+      ended.swap(sessions_);
+    }
+    for (const auto& [id, on_expired] : ended) EXPECT_TRUE(base_->CloseSession(id).ok());
+    meanwhile();
+    for (const auto& [id, on_expired] : ended) {
+      if (on_expired) on_expired();
+    }
+  }
 
   absl::StatusOr<metadata::VersionedValue> Get(std::string_view key) override {
     return base_->Get(key);
@@ -47,6 +69,7 @@ class FlakyListStore final : public metadata::MetadataStore {
   }
   absl::StatusOr<metadata::TxnResult> Txn(const std::vector<metadata::TxnCompare>& c,
                                           const std::vector<metadata::TxnOp>& o) override {
+    if (before_txn) before_txn();
     return base_->Txn(c, o);
   }
   absl::StatusOr<std::unique_ptr<metadata::WatchHandle>> Watch(
@@ -54,7 +77,12 @@ class FlakyListStore final : public metadata::MetadataStore {
     return base_->Watch(prefix, from, std::move(cb));
   }
   absl::StatusOr<metadata::SessionId> CreateSession(const metadata::SessionOptions& o) override {
-    return base_->CreateSession(o);
+    absl::StatusOr<metadata::SessionId> id = base_->CreateSession(o);
+    if (id.ok()) {
+      absl::MutexLock l(&mu_);
+      sessions_.emplace_back(*id, o.on_expired);
+    }
+    return id;
   }
   absl::Status KeepAlive(metadata::SessionId s) override { return base_->KeepAlive(s); }
   absl::Status CloseSession(metadata::SessionId s) override { return base_->CloseSession(s); }
@@ -65,6 +93,9 @@ class FlakyListStore final : public metadata::MetadataStore {
  private:
   metadata::MetadataStore* const base_;
   std::atomic<bool> fail_list_{false};
+  absl::Mutex mu_;
+  std::vector<std::pair<metadata::SessionId, std::function<void()>>> sessions_
+      ABSL_GUARDED_BY(mu_);
 };
 
 class BookieServerTest : public ::testing::Test {
@@ -100,6 +131,26 @@ class BookieServerTest : public ::testing::Test {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     return stub->GetInfo(&ctx, v1::GetInfoRequest(), out).ok();
+  }
+
+  // The code the bookie answers an add of (ledger, entry) with.
+  v1::Code AddCode(BookieServer& server, uint64_t ledger, int64_t entry) {
+    auto stub = v1::Bookie::NewStub(
+        grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+    v1::AddRequest req;
+    v1::Entry* e = req.add_entries();
+    e->set_ledger_id(ledger);
+    e->set_entry_id(entry);
+    e->set_lac(-1);
+    e->set_payload("data");
+    e->set_checksum(EntryChecksum(ledger, entry, -1, "data"));
+    v1::AddResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!stub->Add(&ctx, req, &resp).ok() || resp.results_size() == 0) {
+      return v1::CODE_UNSPECIFIED;
+    }
+    return resp.results(0).code();
   }
 
   void AddEntry(BookieServer& server, uint64_t ledger, int64_t entry) {
@@ -186,6 +237,59 @@ TEST_F(BookieServerTest, RegistersCookieAndEphemeralKey) {
 // that binds every interface must be told the address others dial. Without
 // it, it refuses to start before it touches its data directory or the
 // metadata; with it, it registers (and is named) there.
+// `ledgerkv cluster delete-cookie` deletes the cookie in one transaction
+// on "not registered": a bookie that read its cookie and has yet to
+// register must then not register over the delete (two instances would
+// run under one id once a new disk joins). Its start fails instead.
+TEST_F(BookieServerTest, ACookieDeletedBeforeTheBookieRegistersKeepsItFromStarting) {
+  store_->before_txn = [this] {
+    store_->before_txn = nullptr;
+    auto cookie = embedded_->Get(keys_.Cookie("bookie-1"));
+    ASSERT_TRUE(cookie.ok()) << cookie.status();
+    ASSERT_TRUE(embedded_->Delete(keys_.Cookie("bookie-1"), cookie->version).ok());
+  };
+  auto started = BookieServer::Start(Options());
+  ASSERT_FALSE(started.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(started.status())) << started.status();
+  EXPECT_TRUE(absl::StrContains(started.status().message(), "delete-cookie"))
+      << started.status();
+  EXPECT_TRUE(absl::IsNotFound(store_->Get(keys_.Bookie("bookie-1")).status()));
+}
+
+// A bookie cut off from etcd runs on while its session lapses; meanwhile
+// an operator, seeing it unregistered, deletes its cookie to replace its
+// disk. When it reaches etcd again it must not register (the new disk's
+// instance is about to), and it must not acknowledge adds onto a disk
+// about to be wiped; what it holds stays readable.
+TEST_F(BookieServerTest, ABookieWhoseCookieWasDeletedWhileItsSessionLapsedNeverRegistersAgain) {
+  auto server = Start(Options());
+  ASSERT_NE(server, nullptr);
+  AddEntry(*server, 7, 0);
+  store_->ExpireSessions([this] {
+    // As `ledgerkv cluster delete-cookie bookie-1` does it.
+    auto cookie = embedded_->Get(keys_.Cookie("bookie-1"));
+    ASSERT_TRUE(cookie.ok()) << cookie.status();
+    auto deleted = embedded_->Txn(
+        {{keys_.Bookie("bookie-1"), metadata::kMustNotExist},
+         {keys_.Cookie("bookie-1"), cookie->version}},
+        {{metadata::TxnOp::Type::kDelete, keys_.Cookie("bookie-1")}});
+    ASSERT_TRUE(deleted.ok() && deleted->succeeded);
+  });
+  v1::GetInfoResponse info;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline &&
+         !(GetInfo(*server, &info) && info.state() == v1::READ_ONLY_STATE)) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(info.state(), v1::READ_ONLY_STATE);
+  EXPECT_TRUE(absl::StrContains(info.read_only_reason(), "cookie")) << info.read_only_reason();
+  absl::SleepFor(absl::Milliseconds(1500));  // a retry would have registered by now
+  EXPECT_TRUE(absl::IsNotFound(store_->Get(keys_.Bookie("bookie-1")).status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->Get(keys_.Cookie("bookie-1")).status()));
+  EXPECT_EQ(AddCode(*server, 7, 1), v1::READ_ONLY);
+  EXPECT_EQ(ReadCode(*server, 7), v1::OK);
+}
+
 TEST_F(BookieServerTest, AWildcardListenNeedsAnAdvertisedAddress) {
   BookieOptions o = Options();
   o.bookie_id.clear();

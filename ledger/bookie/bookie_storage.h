@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -212,6 +213,10 @@ class BookieStorage {
   bool read_only() const { return read_only_flag_.load(std::memory_order_acquire); }
   // A write, sync, roll or index write failed: read-only for good.
   bool failed() const;
+  // Read-only for good, as after a failure, for a reason from outside the
+  // storage (the bookie's cookie was deleted while it ran). Logged, and
+  // GetStats().read_only_reason says `reason`.
+  void RefuseAddsForGood(std::string reason) { EnterReadOnly(std::move(reason)); }
   StorageStats GetStats() const;
 
   // Called whenever read_only() changes (failure, crossing a disk
