@@ -302,8 +302,8 @@ absl::Status BookieServer::Register() {
       return absl::FailedPreconditionError(absl::StrCat(
           "bookie ", bookie_id_, " (instance ", instance_id_, "): its cookie ",
           keys.Cookie(bookie_id_), " ", lost,
-          " while it ran (`ledgerkv cluster delete-cookie`: its disk is being replaced). It "
-          "no longer registers and refuses adds; its copies stay readable. Stop it"));
+          " after the bookie checked it (`ledgerkv cluster delete-cookie`: its disk is being "
+          "replaced), so it does not register"));
     }
     absl::StatusOr<metadata::TxnResult> put = options_.metadata->Txn(
         {{keys.Cookie(bookie_id_), cookie->version}},
@@ -354,7 +354,13 @@ void BookieServer::BackgroundLoop() {
       if (lost_now) {
         // For good: the operator declared this instance gone. Its adds
         // would count towards quorums on a disk about to be wiped.
-        storage_->RefuseAddsForGood(std::string(s.message()));
+        const std::string why = absl::StrCat(
+            s.message(), " again; it refuses adds and fences from now on (its copies stay "
+            "readable): stop it");
+        // A storage read-only for good already keeps (and logged) its first
+        // reason: this one is logged here.
+        if (storage_->failed()) absl::FPrintF(stderr, "bookie: %s\n", why);
+        storage_->RefuseAddsForGood(why);
       } else if (!s.ok()) {
         absl::FPrintF(stderr, "bookie %s: registration failed: %s\n", bookie_id_, s.ToString());
         retry = true;

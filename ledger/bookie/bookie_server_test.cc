@@ -35,6 +35,7 @@ class FlakyListStore final : public metadata::MetadataStore {
  public:
   explicit FlakyListStore(metadata::MetadataStore* base) : base_(base) {}
   void FailList(bool fail) { fail_list_ = fail; }
+  // Runs once, before the next Txn.
   std::function<void()> before_txn;
 
   // Ends every live session (its ephemeral keys go), runs `meanwhile`,
@@ -69,7 +70,8 @@ class FlakyListStore final : public metadata::MetadataStore {
   }
   absl::StatusOr<metadata::TxnResult> Txn(const std::vector<metadata::TxnCompare>& c,
                                           const std::vector<metadata::TxnOp>& o) override {
-    if (before_txn) before_txn();
+    // Taken out first: a hook may set the next one (or none).
+    if (auto hook = std::exchange(before_txn, nullptr)) hook();
     return base_->Txn(c, o);
   }
   absl::StatusOr<std::unique_ptr<metadata::WatchHandle>> Watch(
@@ -233,17 +235,12 @@ TEST_F(BookieServerTest, RegistersCookieAndEphemeralKey) {
   EXPECT_EQ(server->instance_id(), cookie->instance_id());
 }
 
-// docs/cluster.md, "Addresses: listen and advertise": a registering bookie
-// that binds every interface must be told the address others dial. Without
-// it, it refuses to start before it touches its data directory or the
-// metadata; with it, it registers (and is named) there.
 // `ledgerkv cluster delete-cookie` deletes the cookie in one transaction
 // on "not registered": a bookie that read its cookie and has yet to
 // register must then not register over the delete (two instances would
 // run under one id once a new disk joins). Its start fails instead.
 TEST_F(BookieServerTest, ACookieDeletedBeforeTheBookieRegistersKeepsItFromStarting) {
-  store_->before_txn = [this] {
-    store_->before_txn = nullptr;
+  store_->before_txn = [this] {  // once: the registration's at start
     auto cookie = embedded_->Get(keys_.Cookie("bookie-1"));
     ASSERT_TRUE(cookie.ok()) << cookie.status();
     ASSERT_TRUE(embedded_->Delete(keys_.Cookie("bookie-1"), cookie->version).ok());
@@ -290,6 +287,10 @@ TEST_F(BookieServerTest, ABookieWhoseCookieWasDeletedWhileItsSessionLapsedNeverR
   EXPECT_EQ(ReadCode(*server, 7), v1::OK);
 }
 
+// docs/cluster.md, "Addresses: listen and advertise": a registering bookie
+// that binds every interface must be told the address others dial. Without
+// it, it refuses to start before it touches its data directory or the
+// metadata; with it, it registers (and is named) there.
 TEST_F(BookieServerTest, AWildcardListenNeedsAnAdvertisedAddress) {
   BookieOptions o = Options();
   o.bookie_id.clear();

@@ -213,9 +213,10 @@ class BookieStorage {
   bool read_only() const { return read_only_flag_.load(std::memory_order_acquire); }
   // A write, sync, roll or index write failed: read-only for good.
   bool failed() const;
-  // Read-only for good, as after a failure, for a reason from outside the
-  // storage (the bookie's cookie was deleted while it ran). Logged, and
-  // GetStats().read_only_reason says `reason`.
+  // Read-only for good, as after a failure (adds and fences refused, reads
+  // go on), for a reason from outside the storage (the bookie's cookie was
+  // deleted while it ran). Logged, and GetStats().read_only_reason says
+  // `reason` unless the storage was read-only for good already.
   void RefuseAddsForGood(std::string reason) { EnterReadOnly(std::move(reason)); }
   StorageStats GetStats() const;
 
