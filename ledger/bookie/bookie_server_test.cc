@@ -156,20 +156,7 @@ class BookieServerTest : public ::testing::Test {
   }
 
   void AddEntry(BookieServer& server, uint64_t ledger, int64_t entry) {
-    auto stub = v1::Bookie::NewStub(
-        grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
-    v1::AddRequest req;
-    v1::Entry* e = req.add_entries();
-    e->set_ledger_id(ledger);
-    e->set_entry_id(entry);
-    e->set_lac(-1);
-    e->set_payload("data");
-    e->set_checksum(EntryChecksum(ledger, entry, -1, "data"));
-    v1::AddResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    ASSERT_TRUE(stub->Add(&ctx, req, &resp).ok());
-    ASSERT_EQ(resp.results(0).code(), v1::OK);
+    ASSERT_EQ(AddCode(server, ledger, entry), v1::OK);
   }
 
   v1::Code ReadCode(BookieServer& server, uint64_t ledger) {
