@@ -605,8 +605,8 @@ void WriterState::RunEnsembleChange() {
   int64_t lac;
   // The bookies that stay are excluded by id; the failed ones (and earlier
   // failures) only as the instance that failed: the same bookie
-  // re-provisioned since is a new, empty instance, and with no spare left
-  // it is the only replacement there is.
+  // re-provisioned since is a new, empty instance and qualifies like any
+  // spare (with no spare, it is the only replacement there is).
   Exclusions exclude;
   std::string why;
   {
